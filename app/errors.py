@@ -1,0 +1,85 @@
+"""Domain errors of spamsift. Each carries the machine `code` the API returns; none knows HTTP.
+
+SpamsiftError
+├── InvalidInput            the request asks for something impossible ("invalid_input")
+│   ├── InvalidConfig       a model config value is out of range ("invalid_config")
+│   ├── InvalidMessage      a message cannot be used as given ("invalid_message")
+│   └── UnknownLabel        a label that is not one of the model's classes ("unknown_label")
+├── NotFound                ("not_found")
+│   ├── ModelNotFound       ("model_not_found")
+│   └── MessageNotFound     ("message_not_found")
+├── Conflict                ("conflict")
+│   ├── ModelExists         ("model_exists")
+│   └── NotTrained          ("not_trained")
+├── MessageTooLarge         ("message_too_large")
+├── BatchTooLarge           ("batch_too_large")
+└── DatabaseUnavailable     ("database_unavailable")
+"""
+
+from __future__ import annotations
+
+
+class SpamsiftError(Exception):
+    """Base of every error spamsift raises on purpose."""
+
+    code = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidInput(SpamsiftError):
+    code = "invalid_input"
+
+
+class InvalidConfig(InvalidInput):
+    code = "invalid_config"
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class InvalidMessage(InvalidInput):
+    code = "invalid_message"
+
+
+class UnknownLabel(InvalidInput):
+    code = "unknown_label"
+
+
+class NotFound(SpamsiftError):
+    code = "not_found"
+
+
+class ModelNotFound(NotFound):
+    code = "model_not_found"
+
+
+class MessageNotFound(NotFound):
+    code = "message_not_found"
+
+
+class Conflict(SpamsiftError):
+    code = "conflict"
+
+
+class ModelExists(Conflict):
+    code = "model_exists"
+
+
+class NotTrained(Conflict):
+    code = "not_trained"  # some class of the model has no trained message yet
+
+
+class MessageTooLarge(SpamsiftError):
+    code = "message_too_large"
+
+
+class BatchTooLarge(SpamsiftError):
+    code = "batch_too_large"
+
+
+class DatabaseUnavailable(SpamsiftError):
+    code = "database_unavailable"  # connection lost, server down, or a lock wait beyond the budget

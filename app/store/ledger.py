@@ -1,0 +1,203 @@
+"""The training ledger and the recent-classification log: per message, token ids and counts.
+
+A message's tokens are stored as two packed little-endian uint32 arrays (ids ascending, and
+their occurrence counts), never as text: forget and relabel subtract exactly what was added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+from numpy.typing import NDArray
+from sqlalchemy import Connection, delete, func, insert, select, update
+
+from app.store.tables import classifications, trained_messages
+
+IntArray = NDArray[np.int64]
+PACKED = np.dtype("<u4")
+LOOKUP_CHUNK = 900
+
+
+def pack(values: IntArray) -> bytes:
+    return np.asarray(values, dtype=PACKED).tobytes()
+
+
+def unpack(blob: bytes) -> IntArray:
+    return np.frombuffer(blob, dtype=PACKED).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """A message as a ledger keeps it: its key, the client's id, its label and token counts."""
+
+    message_key: str
+    message_id: str
+    class_index: int
+    token_ids: IntArray
+    token_terms: IntArray
+
+
+def _stored(row: object, class_index: int) -> StoredMessage:
+    return StoredMessage(
+        message_key=row.message_key,  # type: ignore[attr-defined]
+        message_id=row.message_id,  # type: ignore[attr-defined]
+        class_index=class_index,
+        token_ids=unpack(row.token_ids),  # type: ignore[attr-defined]
+        token_terms=unpack(row.token_terms),  # type: ignore[attr-defined]
+    )
+
+
+def find_trained(
+    conn: Connection, model_id: int, message_keys: Sequence[str]
+) -> dict[str, StoredMessage]:
+    found: dict[str, StoredMessage] = {}
+    for start in range(0, len(message_keys), LOOKUP_CHUNK):
+        chunk = list(message_keys[start : start + LOOKUP_CHUNK])
+        rows = conn.execute(
+            select(trained_messages).where(
+                trained_messages.c.model_id == model_id,
+                trained_messages.c.message_key.in_(chunk),
+            )
+        )
+        for row in rows:
+            found[row.message_key] = _stored(row, row.class_index)
+    return found
+
+
+def find_trained_by_message_id(
+    conn: Connection, model_id: int, message_id: str
+) -> list[StoredMessage]:
+    rows = conn.execute(
+        select(trained_messages)
+        .where(trained_messages.c.model_id == model_id, trained_messages.c.message_id == message_id)
+        .order_by(trained_messages.c.message_key)
+    )
+    return [_stored(row, row.class_index) for row in rows]
+
+
+def insert_trained(
+    conn: Connection, model_id: int, messages: Sequence[StoredMessage], *, trained_at: datetime
+) -> None:
+    if not messages:
+        return
+    conn.execute(
+        insert(trained_messages),
+        [
+            {
+                "model_id": model_id,
+                "message_key": message.message_key,
+                "message_id": message.message_id,
+                "class_index": message.class_index,
+                "token_ids": pack(message.token_ids),
+                "token_terms": pack(message.token_terms),
+                "trained_at": trained_at,
+            }
+            for message in messages
+        ],
+    )
+
+
+def relabel_trained(
+    conn: Connection, model_id: int, message_key: str, class_index: int, *, trained_at: datetime
+) -> None:
+    conn.execute(
+        update(trained_messages)
+        .where(
+            trained_messages.c.model_id == model_id, trained_messages.c.message_key == message_key
+        )
+        .values(class_index=class_index, trained_at=trained_at)
+    )
+
+
+def delete_trained(conn: Connection, model_id: int, message_keys: Sequence[str]) -> None:
+    conn.execute(
+        delete(trained_messages).where(
+            trained_messages.c.model_id == model_id,
+            trained_messages.c.message_key.in_(list(message_keys)),
+        )
+    )
+
+
+def count_trained(conn: Connection, model_id: int) -> int:
+    return int(
+        conn.execute(
+            select(func.count()).where(trained_messages.c.model_id == model_id)
+        ).scalar_one()
+    )
+
+
+@dataclass(frozen=True)
+class ClassificationRecord:
+    message_key: str
+    message_id: str
+    token_ids: IntArray
+    token_terms: IntArray
+    verdict: str
+    classified_at: datetime
+
+
+def insert_classifications(
+    conn: Connection, model_id: int, records: Sequence[ClassificationRecord]
+) -> None:
+    """Remember recent classifications; a repeat of the same message replaces the older one."""
+    if not records:
+        return
+    latest = {record.message_key: record for record in records}
+    keys = sorted(latest)
+    for start in range(0, len(keys), LOOKUP_CHUNK):
+        conn.execute(
+            delete(classifications).where(
+                classifications.c.model_id == model_id,
+                classifications.c.message_key.in_(keys[start : start + LOOKUP_CHUNK]),
+            )
+        )
+    conn.execute(
+        insert(classifications),
+        [
+            {
+                "model_id": model_id,
+                "message_key": key,
+                "message_id": latest[key].message_id,
+                "token_ids": pack(latest[key].token_ids),
+                "token_terms": pack(latest[key].token_terms),
+                "verdict": latest[key].verdict,
+                "classified_at": latest[key].classified_at,
+            }
+            for key in keys
+        ],
+    )
+
+
+def find_classification(
+    conn: Connection, model_id: int, message_id: str, *, since: datetime
+) -> ClassificationRecord | None:
+    """Return the newest classification of `message_id` made at or after `since`."""
+    row = conn.execute(
+        select(classifications)
+        .where(
+            classifications.c.model_id == model_id,
+            classifications.c.message_id == message_id,
+            classifications.c.classified_at >= since,
+        )
+        .order_by(classifications.c.classified_at.desc())
+        .limit(1)
+    ).first()
+    if row is None:
+        return None
+    return ClassificationRecord(
+        message_key=row.message_key,
+        message_id=row.message_id,
+        token_ids=unpack(row.token_ids),
+        token_terms=unpack(row.token_terms),
+        verdict=row.verdict,
+        classified_at=row.classified_at,
+    )
+
+
+def expire_classifications(conn: Connection, *, before: datetime) -> int:
+    """Delete classifications older than `before`; return how many went."""
+    result = conn.execute(delete(classifications).where(classifications.c.classified_at < before))
+    return int(result.rowcount or 0)

@@ -1,0 +1,135 @@
+"""The SQL schema. Every table is keyed by `model_id` first, so a deployment can distribute the
+tables by model (e.g. Citus `create_distributed_table(..., 'model_id')`) without a schema change.
+
+Token ids are dense per model (0, 1, 2, …, handed out from `models.n_tokens`), so a process can
+keep a model's counts as arrays indexed by token id, and the ledgers store a message's tokens as
+packed id arrays rather than text.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    UniqueConstraint,
+)
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(column_0_label)s",
+        "uq": "uq_%(table_name)s_%(column_0_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+MAX_TOKEN_BYTES = 200  # the tokenizer bounds tokens far below this; the column says so too
+MAX_MESSAGE_ID_CHARS = 255
+
+
+def _model_fk() -> Column[int]:
+    return Column(
+        "model_id", Integer, ForeignKey("models.id", ondelete="CASCADE"), primary_key=True
+    )
+
+
+models = Table(
+    "models",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(64), nullable=False, unique=True),
+    Column("classes", JSON, nullable=False),
+    Column("config", JSON, nullable=False),
+    # Bumped by every write transaction on the model; it orders the change feed (SPEC §7).
+    Column("generation", BigInteger, nullable=False, default=0),
+    Column("n_tokens", BigInteger, nullable=False, default=0),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+class_totals = Table(
+    "class_totals",
+    metadata,
+    _model_fk(),
+    Column("class_index", SmallInteger, primary_key=True),
+    Column("docs", BigInteger, nullable=False, default=0),
+    Column("terms", BigInteger, nullable=False, default=0),
+    CheckConstraint("docs >= 0 AND terms >= 0", name="totals_not_negative"),
+)
+
+tokens = Table(
+    "tokens",
+    metadata,
+    _model_fk(),
+    Column("token_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("text", String(MAX_TOKEN_BYTES), nullable=False),
+    Column("generation", BigInteger, nullable=False),
+    UniqueConstraint("model_id", "text", name="uq_tokens_model_id_text"),
+    Index("ix_tokens_model_id_generation", "model_id", "generation"),
+)
+
+token_counts = Table(
+    "token_counts",
+    metadata,
+    _model_fk(),
+    Column("token_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("class_index", SmallInteger, primary_key=True),
+    Column("docs", BigInteger, nullable=False),
+    Column("terms", BigInteger, nullable=False),
+    Column("generation", BigInteger, nullable=False),
+    # A bug that would drive a count below zero fails the transaction instead of storing it.
+    CheckConstraint("docs >= 0 AND terms >= 0", name="counts_not_negative"),
+    Index("ix_token_counts_model_id_generation", "model_id", "generation"),
+)
+
+# What each trained message added, so forget and relabel subtract exactly that (SPEC §7).
+trained_messages = Table(
+    "trained_messages",
+    metadata,
+    _model_fk(),
+    # sha256 over the client's message_id and the digest of the message's tokens.
+    Column("message_key", String(64), primary_key=True),
+    Column("message_id", String(MAX_MESSAGE_ID_CHARS), nullable=False),
+    Column("class_index", SmallInteger, nullable=False),
+    Column("token_ids", LargeBinary, nullable=False),  # little-endian uint32, ascending
+    Column("token_terms", LargeBinary, nullable=False),  # little-endian uint32, same order
+    Column("trained_at", DateTime(timezone=True), nullable=False),
+    Index("ix_trained_messages_model_id_message_id", "model_id", "message_id"),
+)
+
+# Recent classifications: token ids and counts only, never text, kept `retention_days`.
+classifications = Table(
+    "classifications",
+    metadata,
+    _model_fk(),
+    Column("message_key", String(64), primary_key=True),
+    Column("message_id", String(MAX_MESSAGE_ID_CHARS), nullable=False),
+    Column("token_ids", LargeBinary, nullable=False),
+    Column("token_terms", LargeBinary, nullable=False),
+    Column("verdict", String(64), nullable=False),
+    Column("classified_at", DateTime(timezone=True), nullable=False),
+    Index("ix_classifications_model_id_message_id", "model_id", "message_id"),
+    Index("ix_classifications_classified_at", "classified_at"),
+)
+
+# Hourly activity counters for the dashboard (SPEC §6.2): trained, forgotten, classified,
+# corrections, verdict:<label>.
+activity = Table(
+    "activity",
+    metadata,
+    _model_fk(),
+    Column("hour", DateTime(timezone=True), primary_key=True),
+    Column("event", String(80), primary_key=True),
+    Column("count", BigInteger, nullable=False),
+)
