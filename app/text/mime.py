@@ -1,0 +1,296 @@
+"""Raw RFC 822 message -> ParsedMessage: decoded header values, part texts, links, attachments.
+
+The MIME tree is walked with an explicit stack, never by recursion, so 3 000 nested
+multiparts or 100 000 nested message/rfc822 cost no Python stack (ROBUSTNESS I24; the email
+package's feed parser recurses once per level and raised RecursionError near 3 000). Parts
+are cut at their boundary lines with `str.find`, so the walk is linear in the message size,
+and it stops after max_mime_parts parts and max_scan_bytes of decoded text (I22, I23, I25).
+The `email` package still reads the Content-Type and Content-Disposition parameters
+(RFC 2231 continuations included), on values already capped at max_header_value_bytes.
+"""
+
+import binascii
+import email.message
+import re
+from dataclasses import dataclass, field
+
+from app.text import defects
+from app.text.charsets import decode_bytes, decode_str, lookup_codec
+from app.text.headers import decode_header_value, split_header_block
+from app.text.html import html_to_text
+from app.text.limits import TokenizerLimits
+
+# Text parts that are read; every other leaf is an attachment (type and extension only).
+_TEXT_TYPES = frozenset({"text/plain", "text/html", "text/enriched", "text/richtext"})
+_MESSAGE_TYPES = frozenset({"message/rfc822", "message/global"})
+_NOT_BASE64 = re.compile(r"[^A-Za-z0-9+/=\s]")
+_BASE64_DROP = re.compile(r"[^A-Za-z0-9+/]")
+_EXTENSION = re.compile(r"\.([a-z0-9]{1,10})\s*$")
+_MBOX_FROM = re.compile(r"From [^\n]*\n")
+
+# The email package's parameter parsing has raised these on hostile values (IndexError on
+# `name*`, cpython#151857; ValueError and TypeError on RFC 2231 pieces). The value is then
+# ignored and HEADER_PARSE_ERROR noted.
+_PARAMETER_ERRORS = (IndexError, ValueError, TypeError, LookupError, UnicodeError, AttributeError)
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A non-text leaf part: what it claims to be, never its content."""
+
+    content_type: str
+    filename_extension: str | None  # lower-case, without the dot; None when absent
+
+
+@dataclass
+class ParsedMessage:
+    """What the tokenizer reads from one message."""
+
+    headers: list[tuple[str, str]]  # top-level (lower-case name, decoded value), in order
+    texts: list[str] = field(default_factory=list)  # visible text of each text part, in order
+    links: list[str] = field(default_factory=list)  # href/src targets of HTML parts
+    part_types: list[str] = field(default_factory=list)  # content type of every part walked
+    attachments: list[Attachment] = field(default_factory=list)
+    defects: set[str] = field(default_factory=set)
+
+    @property
+    def subject(self) -> str:
+        """Return the decoded Subject, or "" when there is none."""
+        return next((value for name, value in self.headers if name == "subject"), "")
+
+
+@dataclass
+class _Part:
+    fields: list[tuple[str, str]]
+    body: str
+    depth: int
+    default_type: str
+
+
+@dataclass
+class _ContentInfo:
+    content_type: str
+    charset: str | None
+    boundary: str | None
+    transfer_encoding: str
+    extension: str | None
+    is_attachment: bool
+
+
+def normalize_newlines(text: str) -> str:
+    """Return `text` with CRLF and lone CR turned into LF (ROBUSTNESS I09)."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+def parse_message(raw: str | bytes, *, limits: TokenizerLimits) -> ParsedMessage:
+    """Parse a raw message; never raise, note what was wrong in `defects`.
+
+    Bytes are read as Latin-1 (one character per byte) and each part is decoded with its
+    own declared charset later; a str is taken as already decoded where it holds characters
+    above U+00FF.
+    """
+    text = raw.decode("latin-1") if isinstance(raw, bytes) else raw
+    text = normalize_newlines(text)
+    if text.startswith("From "):
+        match = _MBOX_FROM.match(text)
+        text = text[match.end() :] if match else ""
+    block = split_header_block(text, limits)
+    message = ParsedMessage(headers=[], defects=set(block.defects))
+    if not block.fields:
+        message.defects.add(defects.NO_HEADERS)
+    top = _content_info(block.fields, "text/plain", message.defects)
+    message.headers = [
+        (name, decode_header_value(value, top.charset, message.defects))
+        for name, value in block.fields
+    ]
+    _walk(_Part(block.fields, block.body, 0, "text/plain"), message, limits)
+    return message
+
+
+def _walk(root: _Part, message: ParsedMessage, limits: TokenizerLimits) -> None:
+    """Walk the MIME tree depth first in document order, filling `message`."""
+    stack = [root]
+    parts = 0
+    scan_left = limits.max_scan_bytes
+    while stack:
+        part = stack.pop()
+        parts += 1
+        if parts > limits.max_mime_parts:
+            message.defects.add(defects.TRUNCATED)
+            return
+        info = _content_info(part.fields, part.default_type, message.defects)
+        message.part_types.append(info.content_type)
+        if info.content_type.startswith("multipart/"):
+            children = _split_multipart(part, info, message, limits)
+            stack.extend(reversed(children))
+        elif info.content_type in _MESSAGE_TYPES and not info.is_attachment:
+            if part.depth >= limits.max_mime_depth:
+                message.defects.add(defects.MIME_DEPTH)
+                continue
+            inner = split_header_block(part.body, limits)
+            message.defects |= inner.defects
+            stack.append(_Part(inner.fields, inner.body, part.depth + 1, "text/plain"))
+        elif info.content_type in _TEXT_TYPES and not (info.is_attachment and info.extension):
+            if scan_left <= 0:
+                message.defects.add(defects.TRUNCATED)
+                continue
+            text = _decode_body(part.body, info, scan_left, message.defects)
+            if len(text) > scan_left:
+                message.defects.add(defects.TRUNCATED)
+                text = text[:scan_left]
+            scan_left -= len(text)
+            if info.content_type == "text/html":
+                visible = html_to_text(text)
+                message.texts.append(visible.text)
+                message.links.extend(visible.links)
+            else:
+                message.texts.append(text)
+        else:
+            message.attachments.append(Attachment(info.content_type, info.extension))
+
+
+def _split_multipart(
+    part: _Part, info: _ContentInfo, message: ParsedMessage, limits: TokenizerLimits
+) -> list[_Part]:
+    """Return the child parts of a multipart, or the body read as text when it has none.
+
+    Delimiter lines are "--boundary" alone on a line, optionally followed by "--" (the
+    close) and blanks; the first boundary parameter wins (ROBUSTNESS I21). Many mailers
+    (and most trec06c ham) declare multipart over a flat body: without a delimiter line, the
+    body is read as text/plain.
+    """
+    as_text = [_Part([], part.body, part.depth, "text/plain")]
+    if part.depth >= limits.max_mime_depth:
+        message.defects.add(defects.MIME_DEPTH)
+        return []
+    if not info.boundary:
+        message.defects.add(defects.BAD_MIME)
+        return as_text
+    body = part.body
+    delimiter = "--" + info.boundary
+    child_default = "message/rfc822" if info.content_type == "multipart/digest" else "text/plain"
+    children: list[_Part] = []
+    part_start = -1  # start of the current child, -1 before the first delimiter
+    position = 0
+    closed = False
+    while True:
+        found = body.find(delimiter, position)
+        if found < 0:
+            break
+        line_end = body.find("\n", found)
+        if line_end < 0:
+            line_end = len(body)
+        if found > 0 and body[found - 1] != "\n":
+            position = line_end
+            continue
+        rest = body[found + len(delimiter) : line_end]
+        closing = rest.startswith("--")
+        if (rest[2:] if closing else rest).strip(" \t"):
+            position = line_end  # a longer boundary sharing this prefix
+            continue
+        if part_start >= 0:
+            children.append(
+                _child(body[part_start : max(found - 1, part_start)], part, child_default, limits)
+            )
+            if len(children) >= limits.max_mime_parts:
+                message.defects.add(defects.TRUNCATED)
+                return children
+        if closing:
+            closed = True
+            break
+        part_start = line_end + 1
+        position = line_end
+    if part_start < 0:
+        message.defects.add(defects.BAD_MIME)
+        return as_text
+    if not closed:
+        message.defects.add(defects.BAD_MIME)
+        children.append(_child(body[part_start:], part, child_default, limits))
+    return children
+
+
+def _child(text: str, parent: _Part, default_type: str, limits: TokenizerLimits) -> _Part:
+    if text.startswith("\n"):
+        return _Part([], text[1:], parent.depth + 1, default_type)
+    # Part headers are capped like top-level ones; their defects are not reported (a part
+    # without headers is normal).
+    block = split_header_block(text, limits)
+    return _Part(block.fields, block.body, parent.depth + 1, default_type)
+
+
+def _content_info(
+    fields: list[tuple[str, str]], default_type: str, found: set[str]
+) -> _ContentInfo:
+    """Read Content-Type, -Transfer-Encoding and -Disposition of one part."""
+    headers = email.message.Message()
+    transfer_encoding = "7bit"
+    for name, value in fields:
+        if name in ("content-type", "content-disposition") and name not in headers:
+            headers[name] = value
+        elif name == "content-transfer-encoding":
+            transfer_encoding = value.strip().lower()
+    if default_type == "message/rfc822":
+        headers.set_default_type("message/rfc822")
+    try:
+        content_type = headers.get_content_type()
+        charset = headers.get_content_charset()
+        boundary = headers.get_boundary()
+        filename = headers.get_filename()
+        disposition = headers.get_content_disposition()
+    except _PARAMETER_ERRORS:
+        found.add(defects.HEADER_PARSE_ERROR)
+        content_type, charset, boundary, filename, disposition = (
+            default_type,
+            None,
+            None,
+            None,
+            None,
+        )
+    if len(content_type) > 100:
+        content_type = "invalid/invalid"
+    extension = None
+    if filename:
+        match = _EXTENSION.search(filename.lower())
+        extension = match.group(1) if match else ""
+    if charset is not None and lookup_codec(charset) is None:
+        found.add(defects.BAD_CHARSET)
+    return _ContentInfo(
+        content_type=content_type,
+        charset=charset,
+        boundary=boundary,
+        transfer_encoding=transfer_encoding,
+        extension=extension,
+        is_attachment=disposition == "attachment",
+    )
+
+
+def _decode_body(body: str, info: _ContentInfo, max_bytes: int, found: set[str]) -> str:
+    """Decode the transfer encoding and charset of a text part, reading at most ~max_bytes."""
+    encoding = info.transfer_encoding
+    if encoding == "base64":
+        encoded = body[: max_bytes * 2 + 1024]  # 4 chars per 3 bytes, plus line breaks
+        if _NOT_BASE64.search(encoded):
+            found.add(defects.BAD_BASE64)
+        cleaned = _BASE64_DROP.sub("", encoded)
+        if len(cleaned) % 4 == 1:
+            found.add(defects.BAD_BASE64)
+            cleaned = cleaned[:-1]
+        data = binascii.a2b_base64(cleaned + "=" * (-len(cleaned) % 4))[:max_bytes]
+    elif encoding == "quoted-printable":
+        encoded = body[: max_bytes * 3 + 1024]
+        try:
+            raw = encoded.encode("latin-1")
+        except UnicodeEncodeError:
+            raw = encoded.encode("utf-8", "replace")
+        data = binascii.a2b_qp(raw)[:max_bytes]
+    else:
+        text, clean = decode_str(body[:max_bytes], info.charset)
+        if not clean:
+            found.add(defects.BAD_CHARSET)
+        return text
+    text, clean = decode_bytes(data, info.charset)
+    if not clean:
+        found.add(defects.BAD_CHARSET)
+    return text

@@ -1,0 +1,114 @@
+"""Message -> token counts: the public entry points of the text room.
+
+Tokens come from small generators, one per kind of evidence, as in the SpamBayes tokenizer.
+Body words are emitted bare ("viagra") and every other token carries a prefix
+("subject:viagra", "url:example.org"), so a model's stop-word set, which the naive Bayes
+vocabulary applies to token text, can only ever drop body words.
+"""
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from itertools import islice
+
+from app.text import defects
+from app.text.headers import header_tokens
+from app.text.limits import DEFAULT_LIMITS, TokenizerLimits
+from app.text.mime import ParsedMessage, parse_message
+from app.text.words import normalize_text, text_tokens, url_host
+
+_MIME_TYPE = re.compile(r"[a-z0-9!#$&^_.+-]{1,40}/[a-z0-9!#$&^_.+-]{1,60}")
+_MAILTO_DOMAIN = re.compile(r"mailto:[^@\s]{0,64}@([a-z0-9.-]{1,255})")
+
+
+@dataclass(frozen=True)
+class TokenizedMessage:
+    """Tokens of one message and what was wrong with it."""
+
+    token_counts: dict[str, int]  # token -> occurrences; insertion order = first emission
+    defects: tuple[str, ...]  # sorted unique codes from app.text.defects
+
+
+def part_tokens(message: ParsedMessage) -> Iterator[str]:
+    """Yield the content type of every part and the type and extension of attachments."""
+    for content_type in message.part_types:
+        yield f"content-type:{content_type if _MIME_TYPE.fullmatch(content_type) else 'invalid'}"
+    for attachment in message.attachments:
+        content_type = attachment.content_type
+        yield f"attachment:{content_type if _MIME_TYPE.fullmatch(content_type) else 'invalid'}"
+        if attachment.filename_extension is not None:
+            yield f"filename:.{attachment.filename_extension}"
+
+
+def body_tokens(texts: Iterable[str], limits: TokenizerLimits) -> Iterator[str]:
+    """Yield the words, `url:host` and `email:domain` tokens of decoded body texts."""
+    for text in texts:
+        yield from text_tokens(normalize_text(text), limits.max_token_chars)
+
+
+def link_tokens(links: Iterable[str], limits: TokenizerLimits) -> Iterator[str]:
+    """Yield `url:host` for HTML link and image targets, `email:domain` for mailto links."""
+    for link in links:
+        target = normalize_text(link[:2048])
+        if target.startswith(("http://", "https://", "ftp://", "//", "www.")):
+            host = url_host(target.removeprefix("//"), limits.max_token_chars)
+            if host:
+                yield f"url:{host}"
+        elif target.startswith("mailto:"):
+            match = _MAILTO_DOMAIN.match(target)
+            if match:
+                yield f"email:{match.group(1)[: limits.max_token_chars]}"
+
+
+def tokenize(message: ParsedMessage, *, limits: TokenizerLimits) -> Iterator[str]:
+    """Yield every token of a parsed message, headers first, in a deterministic order."""
+    yield from header_tokens(message.headers, limits)
+    yield from part_tokens(message)
+    yield from body_tokens(message.texts, limits)
+    yield from link_tokens(message.links, limits)
+
+
+def count_tokens(
+    tokens: Iterable[str], found: set[str], limits: TokenizerLimits
+) -> TokenizedMessage:
+    """Count tokens, keeping the first max_distinct_tokens distinct ones (ROBUSTNESS I29)."""
+    counts = Counter(tokens)  # keeps first-emission order; counts in C
+    if len(counts) > limits.max_distinct_tokens:
+        found.add(defects.TRUNCATED)
+        counts = Counter(dict(islice(counts.items(), limits.max_distinct_tokens)))
+    return TokenizedMessage(token_counts=dict(counts), defects=tuple(sorted(found)))
+
+
+def tokenize_raw(raw: str | bytes, *, limits: TokenizerLimits = DEFAULT_LIMITS) -> TokenizedMessage:
+    """Tokenize a raw RFC 822 message (bytes, or a str already decoded); never raise."""
+    message = parse_message(raw, limits=limits)
+    return count_tokens(tokenize(message, limits=limits), message.defects, limits)
+
+
+def cap_text(text: str, max_bytes: int, found: set[str]) -> str:
+    """Return the longest prefix of `text` whose UTF-8 form fits in `max_bytes`."""
+    if len(text) * 4 <= max_bytes:
+        return text
+    encoded = text.encode("utf-8", "surrogatepass")
+    if len(encoded) <= max_bytes:
+        return text
+    found.add(defects.TRUNCATED)
+    return encoded[:max_bytes].decode("utf-8", "ignore")
+
+
+def tokenize_text(text: str, *, limits: TokenizerLimits = DEFAULT_LIMITS) -> TokenizedMessage:
+    """Tokenize plain text (an SMS, a pasted body): body tokens only; never raise."""
+    found: set[str] = set()
+    text = cap_text(text, limits.max_scan_bytes, found)
+    return count_tokens(body_tokens([text], limits), found, limits)
+
+
+def text_only(raw: str | bytes) -> str:
+    """Return the decoded Subject and the text of every text part (HTML without tags).
+
+    This is the "text only" view of `spamsift evaluate --text-only`: no other header and no
+    MIME structure, to be passed to `tokenize_text`.
+    """
+    message = parse_message(raw, limits=DEFAULT_LIMITS)
+    return "\n".join([message.subject, *message.texts])

@@ -1,0 +1,109 @@
+"""Plain text -> word, URL and e-mail tokens: the normalisation every body and header word gets.
+
+Everything here is compiled regular expressions whose repeats are either bounded or cannot
+overlap, so each runs in time linear in its input (ROBUSTNESS I28, I30).
+"""
+
+import re
+import unicodedata
+from collections.abc import Iterator
+from operator import add
+
+# Removed before words are cut (ROBUSTNESS I31): C0 controls and NUL (PostgreSQL text columns
+# refuse NUL), soft hyphen, zero-width and joiner characters, bidi marks and overrides,
+# invisible separators, variation selectors, BOM, tag characters, lone surrogates (they make
+# .encode("utf-8") raise), and combining diacritics NFKC could not compose (zalgo text,
+# "v\u0335iagra"), so "v\u200biagra" and "vi\u00adagra" read "viagra".
+_INVISIBLE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f"
+    "\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8"
+    "\ud800-\udfff\U000e0000-\U000e0fff"
+    "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+"
+)
+
+# Han (with extensions and compatibility ideographs), kana, Hangul: scripts written without
+# spaces, cut into overlapping character bigrams.
+_CJK_RUN = re.compile(
+    "([\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\ua960-\ua97f\uac00-\ud7af\ud7b0-\ud7ff\uf900-\ufaff\U00020000-\U0003134f]+)"
+)
+
+# Runs of letters and digits (str.isalnum characters), no underscore.
+_WORD = re.compile(r"[^\W_]+")
+
+# URL up to 2 KiB; its host is what becomes a token. Bounded repeat: linear on "http://a.a.a...".
+_URL = re.compile(r"(?:\b(?:https?|ftp)://|\bwww\.)[^\s<>\"'`{}|\\^\[\]]{0,2048}")
+_URL_HOST = re.compile(r"(?:[a-z][a-z0-9+.-]{0,15}:)?/*([^/?#\s]*)")
+_HOST_CHARS = re.compile(r"[^a-z0-9.-]")
+
+# "@domain.tld" preceded by an address character: the domain of an e-mail address. Labels
+# cannot contain the dot between them, so the nested bounded repeats cannot backtrack.
+_EMAIL_DOMAIN = re.compile(r"(?<=[\w.+-])@([a-z0-9][a-z0-9-]{0,62}(?:\.[a-z0-9-]{1,63}){1,8})")
+
+
+def normalize_text(text: str) -> str:
+    """Return `text` NFKC-normalised, case-folded, without invisible characters."""
+    if not text.isascii():
+        text = _INVISIBLE.sub("", text)
+        text = unicodedata.normalize("NFKC", text)
+        text = _INVISIBLE.sub("", text)  # NFKC can expose new ones (e.g. from compatibility forms)
+    elif "\x00" in text or "\x1b" in text:
+        text = _INVISIBLE.sub("", text)
+    return text.casefold()
+
+
+def skip_token(word: str) -> str:
+    """Return the bounded stand-in for an over-long word: first character and length bucket.
+
+    As SpamBayes' "skip:" tokens: 10 MB without whitespace gives one token, not a 10 MB row.
+    """
+    return f"skip:{word[0]} {min(len(word), 1000) // 10 * 10}"
+
+
+def url_host(url: str, max_token_chars: int) -> str:
+    """Return the lower-case host of a URL (no user, no port), cut to its last labels."""
+    match = _URL_HOST.match(url)
+    host = match.group(1) if match else ""
+    host = host.rpartition("@")[2].partition(":")[0].strip(".")
+    if _HOST_CHARS.search(host):
+        host = _HOST_CHARS.sub("", host)
+    while len(host) > max_token_chars and "." in host:
+        host = host.partition(".")[2]
+    return host[:max_token_chars]
+
+
+def word_tokens(text: str, max_token_chars: int) -> Iterator[str]:
+    """Yield words and CJK bigrams of already normalised text, in order."""
+    pieces = [text] if text.isascii() else _CJK_RUN.split(text)
+    for index, piece in enumerate(pieces):
+        if index % 2:
+            # CJK run: overlapping bigrams, made in C by map(add, ...).
+            if len(piece) == 1:
+                yield piece
+            else:
+                yield from map(add, piece, piece[1:])
+            continue
+        words = _WORD.findall(piece)
+        if words and max(map(len, words)) > max_token_chars:
+            words = [word if len(word) <= max_token_chars else skip_token(word) for word in words]
+        yield from words
+
+
+def text_tokens(text: str, max_token_chars: int) -> Iterator[str]:
+    """Yield the tokens of a normalised text: `url:host`, `email:domain`, then words.
+
+    URLs are cut out before words are taken, so their pieces do not also count as words.
+    """
+    if "://" in text or "www." in text:
+        hosts: list[str] = []
+
+        def cut_url(match: re.Match[str]) -> str:
+            hosts.append(url_host(match.group(), max_token_chars))
+            return " "
+
+        text = _URL.sub(cut_url, text)
+        yield from (f"url:{host}" for host in hosts if host)
+    if "@" in text:
+        for domain in _EMAIL_DOMAIN.findall(text):
+            yield f"email:{domain[:max_token_chars]}"
+    yield from word_tokens(text, max_token_chars)

@@ -1,0 +1,116 @@
+"""The public interface of app.text on small hand-made inputs."""
+
+import pytest
+
+from app.text import (
+    TokenizedMessage,
+    TokenizerLimits,
+    load_stop_words,
+    text_only,
+    tokenize_raw,
+    tokenize_text,
+)
+
+
+def make_raw(
+    *, headers: str = "From: Ann <ann@example.org>\nSubject: Hello", body: str = "hi"
+) -> bytes:
+    return f"{headers}\n\n{body}".encode()
+
+
+def test_body_words_are_bare_and_header_words_are_prefixed():
+    tokens = tokenize_raw(make_raw(body="Cheap pills")).token_counts
+    assert tokens["cheap"] == 1
+    assert tokens["pills"] == 1
+    assert tokens["subject:hello"] == 1
+    assert tokens["from:example.org"] == 1
+    assert "hello" not in tokens
+
+
+def test_token_counts_keep_first_emission_order_and_count_repeats():
+    tokens = tokenize_text("b a b c b").token_counts
+    assert list(tokens) == ["b", "a", "c"]
+    assert tokens["b"] == 3
+
+
+def test_tokenizing_is_deterministic():
+    raw = make_raw(body="<html>one two http://x.example.com/</html>")
+    assert tokenize_raw(raw) == tokenize_raw(raw)
+
+
+def test_a_str_message_gives_the_tokens_of_its_bytes():
+    raw = make_raw(body="Caf\u00e9 na\u00efve")
+    assert tokenize_raw(raw) == tokenize_raw(raw.decode("utf-8"))
+
+
+def test_words_are_nfkc_casefolded_and_lose_format_characters():
+    tokens = tokenize_text(
+        "VIAGRA v\u200biagra \uff56\uff49\uff41\uff47\uff52\uff41 vi\u00adagra"
+    ).token_counts
+    assert tokens == {"viagra": 4}
+
+
+def test_han_runs_become_overlapping_bigrams_and_a_lone_character_stays_whole():
+    tokens = tokenize_text("\u4e2d\u6587\u5b57 x \u597d").token_counts
+    assert list(tokens) == ["\u4e2d\u6587", "\u6587\u5b57", "x", "\u597d"]
+
+
+def test_urls_become_host_tokens_and_addresses_domain_tokens():
+    tokens = tokenize_text(
+        "see https://user@Shop.Example.COM:8080/buy?x=1 or mail bob@mail.example.net"
+    ).token_counts
+    assert tokens["url:shop.example.com"] == 1
+    assert tokens["email:mail.example.net"] == 1
+    assert "buy" not in tokens
+
+
+def test_an_overlong_word_becomes_a_bounded_skip_token():
+    tokens = tokenize_text("a" * 10_000 + " ok").token_counts
+    assert tokens == {"skip:a 1000": 1, "ok": 1}
+
+
+def test_distinct_tokens_beyond_the_cap_are_dropped_and_flagged():
+    limits = TokenizerLimits(max_distinct_tokens=3)
+    result = tokenize_text("a b c d a e", limits=limits)
+    assert result.token_counts == {"a": 2, "b": 1, "c": 1}
+    assert result.defects == ("truncated",)
+
+
+def test_text_beyond_max_scan_bytes_is_not_tokenized():
+    result = tokenize_text("one two three", limits=TokenizerLimits(max_scan_bytes=7))
+    assert result.token_counts == {"one": 1, "two": 1}
+    assert "truncated" in result.defects
+
+
+def test_text_only_gives_subject_and_visible_text_without_tags_or_other_headers():
+    raw = make_raw(
+        headers="From: a@b.example\nSubject: Big offer\nContent-Type: text/html",
+        body="<html><head><style>p {color: red}</style></head><p>Click <b>now</b></p></html>",
+    )
+    text = text_only(raw)
+    assert text.split() == ["Big", "offer", "Click", "now"]
+
+
+def test_tokenized_message_is_a_frozen_value():
+    result = tokenize_text("x")
+    assert isinstance(result, TokenizedMessage)
+    with pytest.raises(AttributeError):
+        result.defects = ()  # type: ignore[misc]
+
+
+def test_english_stop_words_are_normalised_like_body_words():
+    words = load_stop_words("english")
+    assert {"the", "and", "of"} <= words
+    assert load_stop_words("none") == frozenset()
+    assert load_stop_words(["The", "\uff21\uff2e\uff24"]) == {"the", "and"}
+
+
+def test_chinese_stop_words_match_the_bigram_tokens():
+    words = load_stop_words("chinese")
+    assert "\u6211\u4eec" in words  # 我们
+    assert "\u7684" in words  # 的
+
+
+def test_an_unknown_stop_word_list_is_refused():
+    with pytest.raises(ValueError, match="stop_words"):
+        load_stop_words("klingon")
