@@ -1,0 +1,127 @@
+"""Robinson's token probabilities combined by Fisher's inverse chi-square (SPEC §3).
+
+This is the `chi2_spamprob` of SpamBayes and the `fisher` method of bogofilter. For the m
+tokens of a message that deviate enough from 0.5, with f = f(w) and g = 1 - f(w):
+
+    H = Q(-2 Σ ln f, 2m)    Q = chi-square survival function ("C⁻¹" in Robinson's notes)
+    S = Q(-2 Σ ln g, 2m)
+    P(spam) = (1 + H - S) / 2
+
+Orientation: a spammy token has f near 1, so ln f near 0 and -2 Σ ln f is small for spam,
+making H = Q(small) near 1; meanwhile ln g is very negative, -2 Σ ln g is large and S near 0:
+P -> (1 + 1 - 0)/2 = 1. Ham mirrors it, P -> 0. bogofilter's `fis_get_spamicity` computes
+exactly this, `(1 + q_pr - p_pr) / 2` with q_pr = Q(-2 ln Π f) and p_pr = Q(-2 ln Π(1-f)).
+SpamBayes writes the same value as (S' - H' + 1)/2 with its S' = 1 - Q(-2 Σ ln g) and
+H' = 1 - Q(-2 Σ ln f) (the SPEC's "(1 + S - H)/2" uses those names).
+
+Both P and 1 - P are sums of two non-negative tail probabilities,
+
+    P     = (Q(x_h) + CDF(x_s)) / 2,      1 - P = (CDF(x_h) + Q(x_s)) / 2,
+
+so they are computed as log-sum-exp of log tails, never as 1 - (something near 1): the log
+odds log P - log(1 - P) keep ranking messages long after P itself rounds to 0 or 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import special
+
+from app.bayes.counts import FloatArray, IntArray
+
+# Below this a tail probability is taken from its closed form in log space instead.
+_TINY = 1e-280
+_LN2 = float(np.log(2.0))
+
+
+def token_probabilities(
+    spam_docs: IntArray,
+    ham_docs: IntArray,
+    *,
+    spam_messages: int,
+    ham_messages: int,
+    strength: float,
+    assumed: float,
+) -> tuple[FloatArray, FloatArray]:
+    """Return f(w) and 1 - f(w) for tokens with docs D_spam,w and D_ham,w, shape (n,).
+
+    p(w) = (D_spam/N_spam) / (D_spam/N_spam + D_ham/N_ham), f(w) = (s·x + n·p)/(s + n),
+    n = D_spam + D_ham. Where p(w) is undefined (no docs, or a class with no message) f is
+    x, as in bogofilter. 1 - f is computed from its own formula, not by subtraction, so
+    ln(1 - f) stays exact for tokens with f near 1.
+    """
+    spam = spam_docs.astype(np.float64)
+    ham = ham_docs.astype(np.float64)
+    n = spam + ham
+    spam_rate = spam * ham_messages  # ∝ D_spam/N_spam, sharing the denominator N_spam·N_ham
+    ham_rate = ham * spam_messages
+    rates = spam_rate + ham_rate
+    defined = (rates > 0) & (spam_messages > 0) & (ham_messages > 0)
+    p = np.divide(spam_rate, rates, out=np.zeros_like(rates), where=defined)
+    q = np.divide(ham_rate, rates, out=np.zeros_like(rates), where=defined)
+    weight = np.where(defined, n, 0.0)
+    f = (strength * assumed + weight * p) / (strength + weight)
+    g = (strength * (1.0 - assumed) + weight * q) / (strength + weight)
+    return f, g
+
+
+def combine(
+    log_f_sums: FloatArray, log_g_sums: FloatArray, counts: IntArray
+) -> tuple[FloatArray, FloatArray]:
+    """Return (log P(spam), log P(ham)) from Σ ln f, Σ ln(1 - f) and m per message.
+
+    A message with no usable token (m = 0) gets P = 0.5.
+    """
+    log_spam = np.full(log_f_sums.shape, -_LN2)
+    log_ham = np.full(log_f_sums.shape, -_LN2)
+    used = counts > 0
+    if used.any():
+        m = counts[used].astype(np.float64)
+        x_ham = -2.0 * log_f_sums[used]
+        x_spam = -2.0 * log_g_sums[used]
+        log_spam[used] = np.logaddexp(log_chi2_sf(x_ham, m), log_chi2_cdf(x_spam, m)) - _LN2
+        log_ham[used] = np.logaddexp(log_chi2_cdf(x_ham, m), log_chi2_sf(x_spam, m)) - _LN2
+    return log_spam, log_ham
+
+
+def log_chi2_sf(x: FloatArray, m: FloatArray) -> FloatArray:
+    """Return log Q(x, 2m): the log survival function of chi-square with 2m (m >= 1) dof.
+
+    Q(x, 2m) = Γ(m, x/2)/Γ(m) = (x/2)^m e^(-x/2) U(1, m + 1, x/2) / Γ(m) (DLMF 8.5.3 with
+    Kummer's transformation) where the direct value underflows.
+    """
+    y = np.maximum(x, 0.0) / 2.0
+    direct = special.gammaincc(m, y)
+    out = np.empty_like(y)
+    near = direct > _TINY
+    out[near] = np.log(direct[near])
+    far = ~near
+    if far.any():
+        yf, mf = y[far], m[far]
+        out[far] = (
+            mf * np.log(yf) - yf - special.gammaln(mf) + np.log(special.hyperu(1.0, mf + 1.0, yf))
+        )
+    return out
+
+
+def log_chi2_cdf(x: FloatArray, m: FloatArray) -> FloatArray:
+    """Return log(1 - Q(x, 2m)): the log distribution function of chi-square with 2m dof.
+
+    P(m, y) = y^m e^(-y) M(1, m + 1, y) / Γ(m + 1), y = x/2 (DLMF 8.5.1) where the direct
+    value underflows; -inf at x = 0.
+    """
+    y = np.maximum(x, 0.0) / 2.0
+    direct = special.gammainc(m, y)
+    out = np.full_like(y, -np.inf)
+    near = direct > _TINY
+    out[near] = np.log(direct[near])
+    far = ~near & (y > 0)
+    if far.any():
+        yf, mf = y[far], m[far]
+        out[far] = (
+            mf * np.log(yf)
+            - yf
+            - special.gammaln(mf + 1.0)
+            + np.log(special.hyp1f1(1.0, mf + 1.0, yf))
+        )
+    return out

@@ -1,0 +1,83 @@
+"""The effective vocabulary V of SPEC §3: which token ids take part in scoring."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from app.bayes.counts import BoolArray, CountTable, IntArray
+
+
+def select_vocabulary(
+    table: CountTable,
+    *,
+    min_df: int = 1,
+    max_vocab: int | None = None,
+    stop_words: frozenset[str] = frozenset(),
+) -> BoolArray:
+    """Return the mask of V over the table's ids, shape (n_tokens,).
+
+    V holds the tokens whose total docs over all classes is >= min_df (never a token with no
+    docs), minus stop words (exact token text), cut to the max_vocab tokens of highest total
+    docs, ties broken by token text.
+    """
+    return vocabulary_mask(
+        table.token_docs.sum(axis=0),
+        table.tokens,
+        min_df=min_df,
+        max_vocab=max_vocab,
+        stop_words=stop_words,
+    )
+
+
+def vocabulary_mask(
+    total_docs: IntArray,
+    tokens: Sequence[str],
+    *,
+    min_df: int = 1,
+    max_vocab: int | None = None,
+    stop_words: frozenset[str] = frozenset(),
+) -> BoolArray:
+    """Return the mask of V given total docs per token, shape (n_tokens,), and token texts."""
+    mask = candidate_mask(total_docs, tokens, min_df=min_df, stop_words=stop_words)
+    if max_vocab is None or int(mask.sum()) <= max_vocab:
+        return mask
+    candidates = np.flatnonzero(mask)
+    docs = total_docs[candidates]
+    # The max_vocab-th highest docs value splits the candidates: all above it are in, and
+    # the places left go to the tokens equal to it, in token-text order.
+    cutoff = np.partition(docs, docs.size - max_vocab)[docs.size - max_vocab]
+    above = candidates[docs > cutoff]
+    tied = candidates[docs == cutoff]
+    places = max_vocab - above.size
+    tied_by_text = sorted(tied.tolist(), key=tokens.__getitem__)[:places]
+    selected = np.zeros_like(mask)
+    selected[above] = True
+    selected[np.asarray(tied_by_text, dtype=np.int64)] = True
+    return selected
+
+
+def candidate_mask(
+    total_docs: IntArray,
+    tokens: Sequence[str],
+    *,
+    min_df: int = 1,
+    stop_words: frozenset[str] = frozenset(),
+    token_ids: IntArray | None = None,
+) -> BoolArray:
+    """Return which tokens pass min_df and the stop words, before the max_vocab cut.
+
+    With token_ids, total_docs and the mask are for those ids only (incremental refresh).
+    """
+    mask = np.asarray(total_docs >= max(min_df, 1), dtype=np.bool_)
+    if stop_words:
+        positions = np.flatnonzero(mask)
+        ids = positions if token_ids is None else token_ids[positions]
+        stopped = [
+            position
+            for position, token_id in zip(positions.tolist(), ids.tolist(), strict=True)
+            if tokens[token_id] in stop_words
+        ]
+        mask[np.asarray(stopped, dtype=np.int64)] = False
+    return mask
