@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, bindparam, insert, select, update
 
 from app.store.dialect import upsert
 from app.store.tables import class_totals, token_counts, tokens
@@ -86,42 +86,61 @@ def insert_tokens(
 def add_token_counts(
     conn: Connection, model_id: int, delta: CountDelta, *, generation: int
 ) -> None:
-    """Add `delta` to the stored counts atomically (negative deltas subtract)."""
-    if len(delta.token_ids) == 0:
-        return
-    statement = upsert(conn, token_counts)
-    statement = statement.on_conflict_do_update(
-        index_elements=[
-            token_counts.c.model_id,
-            token_counts.c.token_id,
-            token_counts.c.class_index,
-        ],
-        set_={
-            "docs": token_counts.c.docs + statement.excluded.docs,
-            "terms": token_counts.c.terms + statement.excluded.terms,
-            "generation": statement.excluded.generation,
-        },
-    )
-    conn.execute(
-        statement,
-        [
-            {
-                "model_id": model_id,
-                "token_id": token_id,
-                "class_index": class_index,
-                "docs": docs,
-                "terms": terms,
-                "generation": generation,
-            }
-            for token_id, class_index, docs, terms in zip(
-                delta.token_ids.tolist(),
-                delta.class_indices.tolist(),
-                delta.docs.tolist(),
-                delta.terms.tolist(),
-                strict=True,
+    """Add `delta` to the stored counts atomically (negative deltas subtract).
+
+    Additions are upserts. Subtractions are plain increments by a negative amount: their rows
+    exist (the ledger says what was added), and an upsert's proposed row would already fail
+    the non-negative CHECK before the conflict is resolved.
+    """
+    rows = [
+        {
+            "model_id": model_id,
+            "token_id": token_id,
+            "class_index": class_index,
+            "docs": docs,
+            "terms": terms,
+            "generation": generation,
+        }
+        for token_id, class_index, docs, terms in zip(
+            delta.token_ids.tolist(),
+            delta.class_indices.tolist(),
+            delta.docs.tolist(),
+            delta.terms.tolist(),
+            strict=True,
+        )
+    ]
+    additions = [row for row in rows if row["docs"] >= 0 and row["terms"] >= 0]
+    subtractions = [row for row in rows if row["docs"] < 0 or row["terms"] < 0]
+    if additions:
+        statement = upsert(conn, token_counts)
+        statement = statement.on_conflict_do_update(
+            index_elements=[
+                token_counts.c.model_id,
+                token_counts.c.token_id,
+                token_counts.c.class_index,
+            ],
+            set_={
+                "docs": token_counts.c.docs + statement.excluded.docs,
+                "terms": token_counts.c.terms + statement.excluded.terms,
+                "generation": statement.excluded.generation,
+            },
+        )
+        conn.execute(statement, additions)
+    if subtractions:
+        conn.execute(
+            update(token_counts)
+            .where(
+                token_counts.c.model_id == bindparam("b_model_id"),
+                token_counts.c.token_id == bindparam("b_token_id"),
+                token_counts.c.class_index == bindparam("b_class_index"),
             )
-        ],
-    )
+            .values(
+                docs=token_counts.c.docs + bindparam("b_docs"),
+                terms=token_counts.c.terms + bindparam("b_terms"),
+                generation=bindparam("b_generation"),
+            ),
+            [{f"b_{key}": value for key, value in row.items()} for row in subtractions],
+        )
 
 
 def add_class_totals(

@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy import Connection, delete, func, insert, select, update
 
+from app.store.models import as_utc
 from app.store.tables import classifications, trained_messages
 
 IntArray = NDArray[np.int64]
@@ -193,7 +194,7 @@ def find_classification(
         token_ids=unpack(row.token_ids),
         token_terms=unpack(row.token_terms),
         verdict=row.verdict,
-        classified_at=row.classified_at,
+        classified_at=as_utc(row.classified_at),
     )
 
 

@@ -21,7 +21,7 @@ MIGRATION_LOCK_ID = 0x5A_5A_51F7  # arbitrary, fixed: the advisory lock all spam
 
 def alembic_config(conn: Connection | None = None) -> Config:
     config = Config()
-    config.set_main_option("script_location", str(files("migrations")))
+    config.set_main_option("script_location", str(files("app.migrations")))
     config.set_main_option("file_template", "%%(year)d-%%(month).2d-%%(day).2d_%%(slug)s")
     config.attributes["connection"] = conn
     return config

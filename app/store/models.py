@@ -40,8 +40,13 @@ def _row(row: Any) -> ModelRow:
         config=dict(row.config),
         generation=row.generation,
         n_tokens=row.n_tokens,
-        created_at=row.created_at,
+        created_at=as_utc(row.created_at),
     )
+
+
+def as_utc(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes; everything spamsift stores is UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def insert_model(

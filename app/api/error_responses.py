@@ -1,0 +1,93 @@
+"""Domain errors → HTTP status and the SPEC body {"error": {"code", "message"}}, in one table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app import errors
+
+STATUS_BY_ERROR: list[tuple[type[errors.SpamsiftError], int]] = [
+    (errors.InvalidInput, 422),
+    (errors.ModelNotFound, 404),
+    (errors.NotFound, 404),
+    (errors.Conflict, 409),
+    (errors.MessageTooLarge, 413),
+    (errors.BatchTooLarge, 413),
+    (errors.DatabaseUnavailable, 503),
+]
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+def _response(status: int, code: str, message: str, **headers: str) -> JSONResponse:
+    return JSONResponse(
+        status_code=status,
+        content={"error": {"code": code, "message": message}},
+        headers=headers or None,
+    )
+
+
+def status_for(error: errors.SpamsiftError) -> int:
+    for error_class, status in STATUS_BY_ERROR:
+        if isinstance(error, error_class):
+            return status
+    return 500
+
+
+def _describe(error: dict[str, Any]) -> str:
+    location = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
+    return f"{location}: {error.get('msg', 'invalid')}" if location else str(error.get("msg"))
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(errors.SpamsiftError)
+    async def spamsift_error(_: Request, error: errors.SpamsiftError) -> JSONResponse:
+        status = status_for(error)
+        headers = {"Retry-After": "1"} if status == 503 else {}
+        return _response(status, error.code, error.message, **headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, error: RequestValidationError) -> JSONResponse:
+        details = error.errors()
+        message = "; ".join(_describe(detail) for detail in details[:5]) or "invalid request"
+        return _response(422, "invalid_request", message)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, error: StarletteHTTPException) -> JSONResponse:
+        code = {
+            404: "not_found",
+            405: "method_not_allowed",
+            413: "request_too_large",
+            415: "unsupported_media_type",
+            401: "unauthorized",
+            403: "forbidden",
+        }.get(error.status_code, "http_error")
+        return _response(error.status_code, code, str(error.detail), **(error.headers or {}))
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The `responses=` of a route: each listed status documented with the error body."""
+    texts = {
+        401: "Missing or unknown API key",
+        403: "The API key lacks the scope",
+        404: "Unknown model or message",
+        409: "Conflict: exists already, or a class has no trained message",
+        413: "Message, batch or request too large",
+        415: "Unsupported media type",
+        422: "Invalid request or model option",
+        503: "Database unavailable; retry (Retry-After)",
+    }
+    return {status: {"model": ErrorBody, "description": texts[status]} for status in statuses}

@@ -1,0 +1,150 @@
+"""Training, classification, feedback and forgetting: per model, and the short forms for
+mail servers (`POST /train`, `/classify`, `/feedback` with `?model=`, default `default`)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from app.api.deps import (
+    ClassifyInput,
+    FeedbackInput,
+    ModelName,
+    ModelQuery,
+    RuntimeDep,
+    TrainInput,
+    message_body_openapi,
+)
+from app.api.error_responses import error_responses
+from app.api.schemas import (
+    ClassifyBatchRequest,
+    ClassifyBatchResponse,
+    ClassifyResponse,
+    ForgetResponse,
+    TrainBatchRequest,
+    TrainBatchResponse,
+    TrainResponse,
+)
+from app.errors import BatchTooLarge
+from app.service.classification import classify, classify_batch
+from app.service.runtime import Runtime
+from app.service.training import apply_feedback, forget, train, train_batch
+
+router = APIRouter(prefix="/v1/models/{name}", tags=["messages"])
+short_forms = APIRouter(tags=["mail servers"])
+
+WRITE_ERRORS = error_responses(404, 413, 415, 422, 503)
+CLASSIFY_ERRORS = error_responses(404, 409, 413, 415, 422, 503)
+
+
+def _train(rt: Runtime, name: str, body: TrainInput) -> TrainResponse:
+    message, label = body
+    return TrainResponse.of(train(rt, model_name=name, message=message, label=label))
+
+
+def _classify(rt: Runtime, name: str, body: ClassifyInput) -> ClassifyResponse:
+    if isinstance(body, tuple):
+        message, event_model, explain = body
+    else:
+        message, event_model, explain = body.to_message(), body.event_model, body.explain
+    return ClassifyResponse.of(
+        classify(rt, model_name=name, message=message, event_model=event_model, explain=explain)
+    )
+
+
+def _feedback(rt: Runtime, name: str, body: FeedbackInput) -> TrainResponse:
+    label, message_id, message = body
+    return TrainResponse.of(
+        apply_feedback(rt, model_name=name, label=label, message_id=message_id, message=message)
+    )
+
+
+def _check_batch(rt: Runtime, size: int) -> None:
+    limit = rt.settings.max_batch_items
+    if size > limit:
+        raise BatchTooLarge(f"a batch carries at most {limit} messages, got {size}")
+
+
+@router.post("/train", responses=WRITE_ERRORS, openapi_extra=message_body_openapi("TrainRequest"))
+def train_message(name: ModelName, body: TrainInput, rt: RuntimeDep) -> TrainResponse:
+    """Train one message as `label`. Training the same message again changes nothing; a new
+    label moves it and reports `previous_label`. A raw message may be posted as
+    `message/rfc822` with `?label=`."""
+    return _train(rt, name, body)
+
+
+@router.post("/train/batch", responses=WRITE_ERRORS)
+def train_messages(name: ModelName, body: TrainBatchRequest, rt: RuntimeDep) -> TrainBatchResponse:
+    """Train several messages in one transaction: all are learned, or none."""
+    _check_batch(rt, len(body.items))
+    results = train_batch(
+        rt, model_name=name, items=[(item.to_message(), item.label) for item in body.items]
+    )
+    return TrainBatchResponse(results=[TrainResponse.of(result) for result in results])
+
+
+@router.post(
+    "/classify", responses=CLASSIFY_ERRORS, openapi_extra=message_body_openapi("ClassifyRequest")
+)
+def classify_message(name: ModelName, body: ClassifyInput, rt: RuntimeDep) -> ClassifyResponse:
+    """Score one message: verdict (spam / ham / unsure), class probabilities and, with
+    `explain`, the tokens that moved the verdict most."""
+    return _classify(rt, name, body)
+
+
+@router.post("/classify/batch", responses=CLASSIFY_ERRORS)
+def classify_messages(
+    name: ModelName, body: ClassifyBatchRequest, rt: RuntimeDep
+) -> ClassifyBatchResponse:
+    """Score several messages in one pass; results in the order sent."""
+    _check_batch(rt, len(body.items))
+    results = classify_batch(
+        rt,
+        model_name=name,
+        messages=[item.to_message() for item in body.items],
+        event_model=body.event_model,
+        explain=body.explain,
+    )
+    return ClassifyBatchResponse(results=[ClassifyResponse.of(result) for result in results])
+
+
+@router.post(
+    "/feedback", responses=WRITE_ERRORS, openapi_extra=message_body_openapi("FeedbackRequest")
+)
+def give_feedback(name: ModelName, body: FeedbackInput, rt: RuntimeDep) -> TrainResponse:
+    """ "Mark as spam / not spam". With only a `message_id`, works for messages classified
+    within the retention period (or trained before); otherwise send the message too."""
+    return _feedback(rt, name, body)
+
+
+@router.delete("/messages/{message_id}", responses=error_responses(404, 422, 503))
+def forget_message(name: ModelName, message_id: str, rt: RuntimeDep) -> ForgetResponse:
+    """Forget a trained message: subtract exactly what training it added."""
+    return ForgetResponse.of(forget(rt, model_name=name, message_id=message_id))
+
+
+@short_forms.post(
+    "/train", responses=WRITE_ERRORS, openapi_extra=message_body_openapi("TrainRequest")
+)
+def train_short(body: TrainInput, rt: RuntimeDep, model: ModelQuery = "default") -> TrainResponse:
+    """Train one message in the model `?model=` (default `default`)."""
+    return _train(rt, model, body)
+
+
+@short_forms.post(
+    "/classify", responses=CLASSIFY_ERRORS, openapi_extra=message_body_openapi("ClassifyRequest")
+)
+def classify_short(
+    body: ClassifyInput, rt: RuntimeDep, model: ModelQuery = "default"
+) -> ClassifyResponse:
+    """Classify one message with the model `?model=` (default `default`)."""
+    return _classify(rt, model, body)
+
+
+@short_forms.post(
+    "/feedback", responses=WRITE_ERRORS, openapi_extra=message_body_openapi("FeedbackRequest")
+)
+def feedback_short(
+    body: FeedbackInput, rt: RuntimeDep, model: ModelQuery = "default"
+) -> TrainResponse:
+    """Mark a message as spam or ham in the model `?model=` (default `default`)."""
+    return _feedback(rt, model, body)

@@ -1,0 +1,226 @@
+"""Request and response bodies of the HTTP API (SPEC §6)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from app.service.classification import Classification
+from app.service.messages import MAX_MESSAGE_ID_CHARS, Message
+from app.service.model_config import EventModel, Prior
+from app.service.models import MODEL_NAME_PATTERN, ModelInfo
+from app.service.training import ForgetResult, TrainResult
+
+MessageId = Field(
+    default=None,
+    min_length=1,
+    max_length=MAX_MESSAGE_ID_CHARS,
+    description="The client's id, e.g. the Message-ID header; "
+    "default sha256:<hex> of the message bytes",
+)
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MessageBody(Strict):
+    """Exactly one of `raw` (an RFC 822 message) and `text` (plain text)."""
+
+    raw: str | None = Field(default=None, description="The whole RFC 822 message, headers first")
+    text: str | None = Field(default=None, description="Plain text, e.g. an SMS")
+    message_id: str | None = MessageId
+
+    @model_validator(mode="after")
+    def _exactly_one_of_raw_and_text(self) -> Self:
+        if (self.raw is None) == (self.text is None):
+            raise ValueError("give exactly one of 'raw' and 'text'")
+        return self
+
+    def to_message(self) -> Message:
+        return Message(raw=self.raw, text=self.text, message_id=self.message_id)
+
+
+class ConfigFields(Strict):
+    """Model options of SPEC §4; omitted ones keep their defaults."""
+
+    event_model: EventModel | None = None
+    alpha: float | None = None
+    prior: Prior | None = None
+    min_df: int | None = None
+    max_vocab: int | None = None
+    stop_words: Literal["english", "none"] | list[str] | None = None
+    spam_threshold: float | None = None
+    ham_threshold: float | None = None
+    rf_strength: float | None = None
+    rf_assumed: float | None = None
+    rf_min_dev: float | None = None
+
+    def options(self) -> dict[str, Any]:
+        return self.model_dump(exclude_unset=True, exclude={"name", "classes"})
+
+
+class CreateModelRequest(ConfigFields):
+    name: str = Field(pattern=MODEL_NAME_PATTERN, examples=["default", "example.org"])
+    classes: list[str] | None = Field(default=None, examples=[["ham", "spam"]])
+
+
+class UpdateModelRequest(ConfigFields):
+    """Options to change; `null` resets an option to its default."""
+
+
+class ModelResponse(BaseModel):
+    name: str
+    classes: list[str]
+    config: dict[str, Any]
+    generation: int
+    created_at: datetime
+    messages: dict[str, int]
+    trained_messages: int
+
+    @classmethod
+    def of(cls, info: ModelInfo) -> ModelResponse:
+        return cls(
+            name=info.name,
+            classes=list(info.classes),
+            config=info.config.model_dump(),
+            generation=info.generation,
+            created_at=info.created_at,
+            messages=info.messages,
+            trained_messages=info.trained_messages,
+        )
+
+
+class ModelList(BaseModel):
+    models: list[ModelResponse]
+
+
+class TrainRequest(MessageBody):
+    label: str = Field(min_length=1, max_length=64, examples=["spam"])
+
+
+class TrainResponse(BaseModel):
+    message_id: str
+    label: str
+    previous_label: str | None
+    changed: bool
+    tokens: int
+    defects: list[str]
+
+    @classmethod
+    def of(cls, result: TrainResult) -> TrainResponse:
+        return cls(
+            message_id=result.message_id,
+            label=result.label,
+            previous_label=result.previous_label,
+            changed=result.changed,
+            tokens=result.tokens,
+            defects=list(result.defects),
+        )
+
+
+class TrainBatchRequest(Strict):
+    items: list[TrainRequest] = Field(min_length=1)
+
+
+class TrainBatchResponse(BaseModel):
+    results: list[TrainResponse]
+
+
+class ClassifyRequest(MessageBody):
+    event_model: EventModel | None = Field(
+        default=None, description="Score with this event model instead of the model's own"
+    )
+    explain: bool = Field(default=False, description="Also return the strongest clues")
+
+
+class ClueResponse(BaseModel):
+    token: str
+    class_: str = Field(alias="class", serialization_alias="class")
+    weight: float
+
+    model_config = ConfigDict(populate_by_name=True)
+
+
+class ClassifyResponse(BaseModel):
+    message_id: str
+    label: str
+    verdict: str
+    probabilities: dict[str, float]
+    spam_probability: float | None = None
+    scores: dict[str, float]
+    event_model: str
+    tokens: int
+    clues: list[ClueResponse] | None = None
+    defects: list[str]
+
+    @classmethod
+    def of(cls, result: Classification) -> ClassifyResponse:
+        return cls(
+            message_id=result.message_id,
+            label=result.label,
+            verdict=result.verdict,
+            probabilities=result.probabilities,
+            spam_probability=result.spam_probability,
+            scores=result.scores,
+            event_model=result.event_model,
+            tokens=result.tokens,
+            clues=None
+            if result.clues is None
+            else [
+                ClueResponse(token=c.token, class_=c.class_, weight=c.weight) for c in result.clues
+            ],
+            defects=list(result.defects),
+        )
+
+
+class ClassifyBatchItem(MessageBody):
+    pass
+
+
+class ClassifyBatchRequest(Strict):
+    items: list[ClassifyBatchItem] = Field(min_length=1)
+    event_model: EventModel | None = None
+    explain: bool = False
+
+
+class ClassifyBatchResponse(BaseModel):
+    results: list[ClassifyResponse]
+
+
+class FeedbackRequest(Strict):
+    """'Mark as spam / not spam': a message_id classified recently, or the message itself."""
+
+    label: str = Field(min_length=1, max_length=64, examples=["spam"])
+    message_id: str | None = MessageId
+    raw: str | None = None
+    text: str | None = None
+
+    @model_validator(mode="after")
+    def _message_or_id(self) -> Self:
+        if self.raw is not None and self.text is not None:
+            raise ValueError("give at most one of 'raw' and 'text'")
+        if self.raw is None and self.text is None and self.message_id is None:
+            raise ValueError("give a message_id, or the message as 'raw' or 'text'")
+        return self
+
+    def to_message(self) -> Message | None:
+        if self.raw is None and self.text is None:
+            return None
+        return Message(raw=self.raw, text=self.text, message_id=self.message_id)
+
+
+class ForgetResponse(BaseModel):
+    message_id: str
+    forgotten: int
+    labels: list[str]
+
+    @classmethod
+    def of(cls, result: ForgetResult) -> ForgetResponse:
+        return cls(message_id=result.message_id, forgotten=result.forgotten, labels=result.labels)
+
+
+class Health(BaseModel):
+    status: str

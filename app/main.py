@@ -1,0 +1,62 @@
+"""create_app(settings): builds the FastAPI app; the one place the rooms are wired."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic import TypeAdapter
+
+from app.api.error_responses import ErrorBody, install_error_handlers
+from app.api.routes import health, messages, models
+from app.api.schemas import ClassifyRequest, FeedbackRequest, TrainRequest
+from app.config import Settings
+from app.service.runtime import Runtime
+
+DESCRIPTION = """A self-hosted naive Bayes spam filter. Mail servers classify each message;
+users' "mark as spam / not spam" clicks train it. Errors are
+`{"error": {"code": "...", "message": "..."}}`."""
+
+
+def create_app(settings: Settings | None = None, *, runtime: Runtime | None = None) -> FastAPI:
+    settings = settings or Settings()
+    rt = runtime or Runtime(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        rt.start()
+        try:
+            yield
+        finally:
+            rt.close()
+
+    app = FastAPI(title="spamsift", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app.state.runtime = rt
+    install_error_handlers(app)
+    app.include_router(health.router)
+    app.include_router(models.router)
+    app.include_router(messages.router)
+    app.include_router(messages.short_forms)
+    _document_message_bodies(app)
+    return app
+
+
+def _document_message_bodies(app: FastAPI) -> None:
+    """Add the JSON schemas that routes accepting message/rfc822 too refer to by name."""
+    default_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = default_openapi()
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            for model in (TrainRequest, ClassifyRequest, FeedbackRequest, ErrorBody):
+                adapter: TypeAdapter[Any] = TypeAdapter(model)
+                definition = adapter.json_schema(ref_template="#/components/schemas/{model}")
+                components.update(definition.pop("$defs", {}))
+                components.setdefault(model.__name__, definition)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -1,0 +1,86 @@
+"""A message as clients send it, and the identity spamsift gives it (SPEC §2, §7)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from app.errors import InvalidMessage, MessageTooLarge
+from app.text import TokenizedMessage, TokenizerLimits, tokenize_raw, tokenize_text
+
+MAX_MESSAGE_ID_CHARS = 255
+
+
+@dataclass(frozen=True)
+class Message:
+    """Exactly one of `raw` (RFC 822) and `text` (plain text), and the client's id if any."""
+
+    raw: bytes | str | None = None
+    text: str | None = None
+    message_id: str | None = None
+
+    def size_bytes(self) -> int:
+        if self.raw is not None:
+            return (
+                len(self.raw)
+                if isinstance(self.raw, bytes)
+                else len(self.raw.encode("utf-8", "surrogatepass"))
+            )
+        return len((self.text or "").encode("utf-8", "surrogatepass"))
+
+
+@dataclass(frozen=True)
+class PreparedMessage:
+    """A tokenized message with its identity.
+
+    `message_key` joins the client's message_id with a digest of the tokens, so a reused or
+    forged Message-ID with other content is another message, not a block on training.
+    """
+
+    message_id: str
+    message_key: str
+    token_counts: dict[str, int]
+    defects: tuple[str, ...]
+
+
+def prepare(
+    message: Message, *, limits: TokenizerLimits, max_message_bytes: int
+) -> PreparedMessage:
+    """Check and tokenize `message`; derive its message_id and key."""
+    if (message.raw is None) == (message.text is None):
+        raise InvalidMessage("give exactly one of 'raw' and 'text'")
+    size = message.size_bytes()
+    if size > max_message_bytes:
+        raise MessageTooLarge(f"message is {size} bytes; the limit is {max_message_bytes}")
+    if message.raw is not None:
+        raw = message.raw
+        content = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogateescape")
+        tokenized: TokenizedMessage = tokenize_raw(raw, limits=limits)
+    else:
+        assert message.text is not None
+        content = message.text.encode("utf-8", "surrogatepass")
+        tokenized = tokenize_text(message.text, limits=limits)
+    message_id = message.message_id or f"sha256:{hashlib.sha256(content).hexdigest()}"
+    check_message_id(message_id)
+    return PreparedMessage(
+        message_id=message_id,
+        message_key=message_key(message_id, token_digest(tokenized.token_counts)),
+        token_counts=tokenized.token_counts,
+        defects=tokenized.defects,
+    )
+
+
+def check_message_id(message_id: str) -> None:
+    if not message_id or len(message_id) > MAX_MESSAGE_ID_CHARS or not message_id.isprintable():
+        raise InvalidMessage(f"message_id must be 1-{MAX_MESSAGE_ID_CHARS} printable characters")
+
+
+def token_digest(token_counts: dict[str, int]) -> str:
+    digest = hashlib.sha256()
+    for token in sorted(token_counts):
+        digest.update(f"{token}\t{token_counts[token]}\n".encode())
+    return digest.hexdigest()
+
+
+def message_key(message_id: str, digest: str) -> str:
+    return hashlib.sha256(f"{message_id}\n{digest}".encode("utf-8", "surrogatepass")).hexdigest()
