@@ -18,6 +18,9 @@ from app.text.words import normalize_text, text_tokens, word_tokens
 
 # RFC 5322 field name: printable ASCII but colon (obsolete syntax allows blanks before it).
 _FIELD_NAME = re.compile(r"([!-9;-~]{1,200})[ \t]*:")
+# What a message's first line must look like for the input to have headers at all: a
+# conventional name, so that JSON ('{"a": 1') or a PNG is read as body (ROBUSTNESS I06).
+_FIRST_FIELD_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,199}[ \t]*:")
 
 # RFC 2047 encoded word. Its parts cannot hold "?" or blanks, so each repeat ends at the
 # first "?" and the pattern cannot backtrack ("=?" x 100 000 is linear, ROBUSTNESS I30).
@@ -43,7 +46,7 @@ def split_header_block(text: str, limits: TokenizerLimits) -> HeaderBlock:
     line that is neither a field nor a continuation ends the headers (SpamAssassin and the
     email package do the same for a missing blank line).
     """
-    if not _FIELD_NAME.match(text):
+    if not _FIRST_FIELD_NAME.match(text):
         return HeaderBlock(fields=[], body=text)
     end = text.find("\n\n")
     block, body = (text, "") if end < 0 else (text[:end], text[end + 2 :])
@@ -162,5 +165,6 @@ def header_tokens(headers: Sequence[tuple[str, str]], limits: TokenizerLimits) -
             for domain in _DOMAIN.findall(normalized):
                 yield f"{name}:{domain[:max_chars]}"
             if name == "from":
-                words = word_tokens(normalized.partition("<")[0], max_chars)
-                yield from (f"from:word:{word}" for word in words)
+                # Display-name words; the address itself already gave its domain.
+                display = " ".join(p for p in normalized.partition("<")[0].split() if "@" not in p)
+                yield from (f"from:word:{word}" for word in word_tokens(display, max_chars))

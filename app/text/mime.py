@@ -49,7 +49,7 @@ class ParsedMessage:
     headers: list[tuple[str, str]]  # top-level (lower-case name, decoded value), in order
     texts: list[str] = field(default_factory=list)  # visible text of each text part, in order
     links: list[str] = field(default_factory=list)  # href/src targets of HTML parts
-    part_types: list[str] = field(default_factory=list)  # content type of every part walked
+    part_types: list[str] = field(default_factory=list)  # type of every part with headers
     attachments: list[Attachment] = field(default_factory=list)
     defects: set[str] = field(default_factory=set)
 
@@ -121,7 +121,8 @@ def _walk(root: _Part, message: ParsedMessage, limits: TokenizerLimits) -> None:
             message.defects.add(defects.TRUNCATED)
             return
         info = _content_info(part.fields, part.default_type, message.defects)
-        message.part_types.append(info.content_type)
+        if part.fields:
+            message.part_types.append(info.content_type)
         if info.content_type.startswith("multipart/"):
             children = _split_multipart(part, info, message, limits)
             stack.extend(reversed(children))
@@ -269,23 +270,16 @@ def _content_info(
 def _decode_body(body: str, info: _ContentInfo, max_bytes: int, found: set[str]) -> str:
     """Decode the transfer encoding and charset of a text part, reading at most ~max_bytes."""
     encoding = info.transfer_encoding
-    if encoding == "base64":
-        encoded = body[: max_bytes * 2 + 1024]  # 4 chars per 3 bytes, plus line breaks
-        if _NOT_BASE64.search(encoded):
-            found.add(defects.BAD_BASE64)
-        cleaned = _BASE64_DROP.sub("", encoded)
-        if len(cleaned) % 4 == 1:
-            found.add(defects.BAD_BASE64)
-            cleaned = cleaned[:-1]
-        data = binascii.a2b_base64(cleaned + "=" * (-len(cleaned) % 4))[:max_bytes]
-    elif encoding == "quoted-printable":
-        encoded = body[: max_bytes * 3 + 1024]
-        try:
-            raw = encoded.encode("latin-1")
-        except UnicodeEncodeError:
-            raw = encoded.encode("utf-8", "replace")
-        data = binascii.a2b_qp(raw)[:max_bytes]
+    if encoding in ("base64", "quoted-printable"):
+        # At most 4 base64 or 3 quoted-printable characters per byte, plus line breaks.
+        encoded = body[: max_bytes * (2 if encoding == "base64" else 3) + 1024]
+        data = _decode_transfer(encoded, encoding, found)
+        if len(data) > max_bytes or len(encoded) < len(body):
+            found.add(defects.TRUNCATED)
+            data = data[:max_bytes]
     else:
+        if len(body) > max_bytes:
+            found.add(defects.TRUNCATED)
         text, clean = decode_str(body[:max_bytes], info.charset)
         if not clean:
             found.add(defects.BAD_CHARSET)
@@ -294,3 +288,20 @@ def _decode_body(body: str, info: _ContentInfo, max_bytes: int, found: set[str])
     if not clean:
         found.add(defects.BAD_CHARSET)
     return text
+
+
+def _decode_transfer(encoded: str, encoding: str, found: set[str]) -> bytes:
+    """Decode base64 or quoted-printable leniently, noting BAD_BASE64."""
+    if encoding == "base64":
+        if _NOT_BASE64.search(encoded):
+            found.add(defects.BAD_BASE64)
+        cleaned = _BASE64_DROP.sub("", encoded)
+        if len(cleaned) % 4 == 1:
+            found.add(defects.BAD_BASE64)
+            cleaned = cleaned[:-1]
+        return binascii.a2b_base64(cleaned + "=" * (-len(cleaned) % 4))
+    try:
+        raw = encoded.encode("latin-1")
+    except UnicodeEncodeError:
+        raw = encoded.encode("utf-8", "replace")
+    return binascii.a2b_qp(raw)
