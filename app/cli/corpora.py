@@ -39,5 +39,5 @@ def read_jsonl(path: Path) -> Iterator[LabelledMessage]:
 
 def _open_text(path: Path) -> IO[str]:
     if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")  # noqa: SIM115 - returned to a with
+        return gzip.open(path, "rt", encoding="utf-8")
     return path.open(encoding="utf-8")
