@@ -119,7 +119,11 @@ class CountTable:
         present.data = (present.data > 0).astype(np.int64)
         token_terms = np.asarray((labels @ matrix).toarray(), dtype=np.int64)
         token_docs = np.asarray((labels @ present).toarray(), dtype=np.int64)
-        table.place(np.arange(n_tokens, dtype=np.int64), tokens)
+        table.tokens = list(tokens)
+        table._ids = {token: token_id for token_id, token in enumerate(table.tokens)}
+        if len(table._ids) != n_tokens:
+            raise ValueError("tokens must be distinct")
+        table._reserve(n_tokens)
         table._docs[:, :n_tokens] = token_docs
         table._terms[:, :n_tokens] = token_terms
         table._class_docs = np.bincount(class_indices, minlength=len(table.classes)).astype(
