@@ -1,0 +1,243 @@
+"""Plain builders for tests: messages, training sets, and the stored counts to compare.
+
+Every builder takes keyword overrides and returns plain values; nothing here mocks anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import format_datetime
+from typing import Any
+
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from app.service.messages import Message
+from app.service.runtime import Runtime
+from app.service.training import train
+from app.store.engine import Database
+from app.store.ledger import unpack
+from app.store.tables import class_totals, models, token_counts, tokens, trained_messages
+
+SPAM_WORDS = [
+    "viagra", "casino", "lottery", "winner", "prize", "bitcoin", "investment", "guaranteed",
+    "discount", "pharmacy", "replica", "watches", "loan", "credit", "unsecured", "bonus",
+    "jackpot", "offer", "limited", "urgent", "inheritance", "beneficiary", "wire", "claim",
+]  # fmt: skip
+HAM_WORDS = [
+    "meeting", "agenda", "quarterly", "report", "lunch", "project", "deadline", "review",
+    "invoice", "attached", "schedule", "tomorrow", "minutes", "budget", "team", "release",
+    "conference", "draft", "feedback", "weekend", "family", "dinner", "birthday", "holiday",
+]  # fmt: skip
+SHARED_WORDS = ["please", "today", "account", "information", "click", "free", "thanks", "call"]
+
+
+def make_message(
+    *,
+    subject: str = "Hello",
+    body: str = "Just a short note.",
+    sender: str = "alice@example.org",
+    to: str = "bob@example.net",
+    html: str | None = None,
+    message_id: str | None = None,
+    date: datetime | None = None,
+) -> str:
+    """Return an RFC 822 message: plain text, or multipart/alternative when `html` is given."""
+    headers = [
+        f"From: {sender}",
+        f"To: {to}",
+        f"Subject: {subject}",
+        f"Date: {format_datetime(date or datetime(2026, 11, 21, 9, 30, tzinfo=UTC))}",
+        "MIME-Version: 1.0",
+    ]
+    if message_id is not None:
+        headers.append(f"Message-ID: {message_id}")
+    if html is None:
+        headers.append('Content-Type: text/plain; charset="utf-8"')
+        return "\r\n".join(headers) + "\r\n\r\n" + body + "\r\n"
+    boundary = "=_spamsift_test_boundary"
+    headers.append(f'Content-Type: multipart/alternative; boundary="{boundary}"')
+    parts = [
+        f"--{boundary}",
+        'Content-Type: text/plain; charset="utf-8"',
+        "",
+        body,
+        f"--{boundary}",
+        'Content-Type: text/html; charset="utf-8"',
+        "",
+        html,
+        f"--{boundary}--",
+        "",
+    ]
+    return "\r\n".join(headers) + "\r\n\r\n" + "\r\n".join(parts)
+
+
+def _pick(words: list[str], i: int, n: int) -> list[str]:
+    return [words[(i * 7 + k * 5) % len(words)] for k in range(n)]
+
+
+def spam_text(i: int) -> str:
+    """Return the `i`-th spam-like plain text; distinct for every i, vocabularies overlap."""
+    words = _pick(SPAM_WORDS, i, 6) + _pick(SHARED_WORDS, i, 2)
+    return f"{' '.join(words)} offer number {i} code{i}x"
+
+
+def ham_text(i: int) -> str:
+    """Return the `i`-th ham-like plain text; distinct for every i, vocabularies overlap."""
+    words = _pick(HAM_WORDS, i, 6) + _pick(SHARED_WORDS, i + 3, 2)
+    return f"{' '.join(words)} ticket number {i} ref{i}y"
+
+
+def spam_message(i: int, **overrides: Any) -> str:
+    """Return the `i`-th spam as RFC 822 (with an HTML part and a link)."""
+    fields: dict[str, Any] = {
+        "subject": f"You are a WINNER {i}",
+        "body": spam_text(i),
+        "sender": f"promo{i}@lottery-{i % 3}.biz",
+        "html": f'<p>{spam_text(i)} <a href="http://claim-{i % 4}.example.biz/x">claim</a></p>',
+    }
+    return make_message(**(fields | overrides))
+
+
+def ham_message(i: int, **overrides: Any) -> str:
+    """Return the `i`-th ham as RFC 822."""
+    fields: dict[str, Any] = {
+        "subject": f"Project update {i}",
+        "body": ham_text(i),
+        "sender": f"colleague{i % 5}@example.org",
+    }
+    return make_message(**(fields | overrides))
+
+
+@dataclass(frozen=True)
+class Trained:
+    message_id: str
+    label: str
+    text: str
+
+
+def train_examples(
+    target: TestClient | Runtime, n_spam: int, n_ham: int, *, model: str = "default"
+) -> list[Trained]:
+    """Train `n_spam` spam and `n_ham` ham texts through the API or the service."""
+    trained: list[Trained] = []
+    examples = [("spam", spam_text(i)) for i in range(n_spam)]
+    examples += [("ham", ham_text(i)) for i in range(n_ham)]
+    for label, text in examples:
+        if isinstance(target, TestClient):
+            response = target.post(f"/v1/models/{model}/train", json={"label": label, "text": text})
+            assert response.status_code == 200, response.text
+            message_id = response.json()["message_id"]
+        else:
+            result = train(target, model_name=model, message=Message(text=text), label=label)
+            message_id = result.message_id
+        trained.append(Trained(message_id, label, text))
+    return trained
+
+
+def database_of(target: TestClient | Runtime | Database) -> Database:
+    if isinstance(target, Database):
+        return target
+    if isinstance(target, TestClient):
+        runtime: Runtime = target.app.state.runtime  # type: ignore[attr-defined]
+        return runtime.db
+    return target.db
+
+
+@dataclass(frozen=True)
+class StoredCounts:
+    """Everything a model's counts are, read straight from the tables."""
+
+    token_counts: dict[tuple[str, int], tuple[int, int]]  # (token text, class) -> (docs, terms)
+    class_totals: dict[int, tuple[int, int]]  # class -> (docs, terms)
+    trained: dict[str, tuple[str, int]]  # message_key -> (message_id, class)
+
+    def nonzero_counts(self) -> dict[tuple[str, int], tuple[int, int]]:
+        return {key: value for key, value in self.token_counts.items() if value != (0, 0)}
+
+
+def stored_counts(target: TestClient | Runtime | Database, model: str = "default") -> StoredCounts:
+    """Read a model's token_counts, class_totals and ledger rows in one snapshot."""
+    db = database_of(target)
+    with db.transaction(write=False) as conn:
+        model_id = conn.execute(select(models.c.id).where(models.c.name == model)).scalar_one()
+        counts = conn.execute(
+            select(
+                tokens.c.text, token_counts.c.class_index, token_counts.c.docs, token_counts.c.terms
+            )
+            .join(
+                tokens,
+                (tokens.c.model_id == token_counts.c.model_id)
+                & (tokens.c.token_id == token_counts.c.token_id),
+            )
+            .where(token_counts.c.model_id == model_id)
+        ).all()
+        totals = conn.execute(
+            select(class_totals.c.class_index, class_totals.c.docs, class_totals.c.terms).where(
+                class_totals.c.model_id == model_id
+            )
+        ).all()
+        ledger = conn.execute(
+            select(
+                trained_messages.c.message_key,
+                trained_messages.c.message_id,
+                trained_messages.c.class_index,
+            ).where(trained_messages.c.model_id == model_id)
+        ).all()
+    return StoredCounts(
+        token_counts={(row[0], int(row[1])): (int(row[2]), int(row[3])) for row in counts},
+        class_totals={int(row[0]): (int(row[1]), int(row[2])) for row in totals},
+        trained={row[0]: (row[1], int(row[2])) for row in ledger},
+    )
+
+
+def counts_from_ledger(
+    target: TestClient | Runtime | Database, model: str = "default"
+) -> tuple[dict[tuple[int, int], tuple[int, int]], dict[int, tuple[int, int]]]:
+    """Recompute {(token_id, class): (docs, terms)} and class totals from trained_messages."""
+    db = database_of(target)
+    with db.transaction(write=False) as conn:
+        model_id = conn.execute(select(models.c.id).where(models.c.name == model)).scalar_one()
+        rows = conn.execute(
+            select(
+                trained_messages.c.class_index,
+                trained_messages.c.token_ids,
+                trained_messages.c.token_terms,
+            ).where(trained_messages.c.model_id == model_id)
+        ).all()
+    cells: dict[tuple[int, int], tuple[int, int]] = {}
+    totals: dict[int, tuple[int, int]] = {}
+    for class_index, packed_ids, packed_terms in rows:
+        ids, terms = unpack(packed_ids), unpack(packed_terms)
+        for token_id, n in zip(ids.tolist(), terms.tolist(), strict=True):
+            docs, total = cells.get((token_id, class_index), (0, 0))
+            cells[(token_id, class_index)] = (docs + 1, total + n)
+        docs, total = totals.get(class_index, (0, 0))
+        totals[class_index] = (docs + 1, total + int(terms.sum()))
+    return cells, totals
+
+
+def stored_cells(
+    target: TestClient | Runtime | Database, model: str = "default"
+) -> tuple[dict[tuple[int, int], tuple[int, int]], dict[int, tuple[int, int]]]:
+    """Return the stored nonzero {(token_id, class): (docs, terms)} and nonzero class totals."""
+    db = database_of(target)
+    with db.transaction(write=False) as conn:
+        model_id = conn.execute(select(models.c.id).where(models.c.name == model)).scalar_one()
+        rows = conn.execute(
+            select(
+                token_counts.c.token_id,
+                token_counts.c.class_index,
+                token_counts.c.docs,
+                token_counts.c.terms,
+            ).where(token_counts.c.model_id == model_id)
+        ).all()
+        totals = conn.execute(
+            select(class_totals.c.class_index, class_totals.c.docs, class_totals.c.terms).where(
+                class_totals.c.model_id == model_id
+            )
+        ).all()
+    cells = {(int(r[0]), int(r[1])): (int(r[2]), int(r[3])) for r in rows if (r[2], r[3]) != (0, 0)}
+    class_rows = {int(r[0]): (int(r[1]), int(r[2])) for r in totals if (r[1], r[2]) != (0, 0)}
+    return cells, class_rows
