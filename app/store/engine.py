@@ -160,5 +160,7 @@ def _configure_sqlite_connection(dbapi_connection: Any, _record: ConnectionPoolE
 
 
 def _begin_sqlite_transaction(conn: Connection) -> None:
-    mode = conn.get_execution_options().get("sqlite_begin", "")
-    conn.exec_driver_sql(f"BEGIN {mode}".strip())
+    options = conn.get_execution_options()
+    if options.get("isolation_level") == "AUTOCOMMIT":  # VACUUM, checkpoints: no transaction
+        return
+    conn.exec_driver_sql(f"BEGIN {options.get('sqlite_begin', '')}".strip())
