@@ -11,6 +11,7 @@ from pydantic import TypeAdapter
 
 from app.api.error_responses import ErrorBody, install_error_handlers
 from app.api.routes import health, messages, models
+from app.api.routes.metrics import install_metrics
 from app.api.schemas import ClassifyRequest, FeedbackRequest, TrainRequest
 from app.config import Settings
 from app.service.runtime import Runtime
@@ -35,6 +36,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     app = FastAPI(title="spamsift", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
     app.state.runtime = rt
     install_error_handlers(app)
+    install_metrics(app)
     app.include_router(health.router)
     app.include_router(models.router)
     app.include_router(messages.router)
