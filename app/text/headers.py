@@ -144,8 +144,24 @@ def decode_header_value(value: str, charset: str | None, found: set[str]) -> str
 _ADDRESS_HEADERS = frozenset(
     {"from", "to", "cc", "reply-to", "sender", "return-path", "errors-to", "delivered-to"}
 )
-# Headers whose words are evidence ("subject:prize", "x-mailer:outlook").
-_WORD_HEADERS = frozenset({"subject", "x-mailer", "user-agent", "organization"})
+# Headers whose words are evidence ("subject:prize", "x-mailer:outlook"). Adding the words of
+# Received, Message-ID, List-Id, Content-Type and MIME-Version (relays, mailer habits, list
+# membership, as bogofilter's "rcvd:" tokens) measured on spamassassin raw (RF s=0.1,
+# min_dev=0.1): 1-ROCA 0.035% -> 0.022%, FNR at 0 FP 6.3% -> 5.7%; Bernoulli NB FNR 62% -> 33%.
+# The words of every header instead measured worse (0.052%, 7.7%): dates and ids are noise.
+_WORD_HEADERS = frozenset(
+    {
+        "subject",
+        "x-mailer",
+        "user-agent",
+        "organization",
+        "received",
+        "message-id",
+        "list-id",
+        "content-type",
+        "mime-version",
+    }
+)
 _DOMAIN = re.compile(r"@\[?([a-z0-9][a-z0-9-]{0,62}(?:\.[a-z0-9-]{1,63}){0,8})")
 
 

@@ -16,7 +16,7 @@ from app.text import defects
 from app.text.headers import header_tokens
 from app.text.limits import DEFAULT_LIMITS, TokenizerLimits
 from app.text.mime import ParsedMessage, parse_message
-from app.text.words import normalize_text, text_tokens, url_host
+from app.text.words import normalize_text, text_tokens, url_tokens
 
 _MIME_TYPE = re.compile(r"[a-z0-9!#$&^_.+-]{1,40}/[a-z0-9!#$&^_.+-]{1,60}")
 _MAILTO_DOMAIN = re.compile(r"mailto:[^@\s]{0,64}@([a-z0-9.-]{1,255})")
@@ -48,13 +48,11 @@ def body_tokens(texts: Iterable[str], limits: TokenizerLimits) -> Iterator[str]:
 
 
 def link_tokens(links: Iterable[str], limits: TokenizerLimits) -> Iterator[str]:
-    """Yield `url:host` for HTML link and image targets, `email:domain` for mailto links."""
+    """Yield URL tokens for HTML link and image targets, `email:domain` for mailto links."""
     for link in links:
         target = normalize_text(link[:2048])
         if target.startswith(("http://", "https://", "ftp://", "//", "www.")):
-            host = url_host(target.removeprefix("//"), limits.max_token_chars)
-            if host:
-                yield f"url:{host}"
+            yield from url_tokens(target, limits.max_token_chars)
         elif target.startswith("mailto:"):
             match = _MAILTO_DOMAIN.match(target)
             if match:

@@ -28,8 +28,12 @@ _CJK_RUN = re.compile(
     "\ua960-\ua97f\uac00-\ud7af\ud7b0-\ud7ff\uf900-\ufaff\U00020000-\U0003134f]+)"
 )
 
-# Runs of letters and digits (str.isalnum characters), no underscore.
-_WORD = re.compile(r"[^\W_]+")
+# Runs of letters and digits (str.isalnum characters), no underscore, keeping a leading
+# currency sign ("$100", "\u00a3150"): SMS 1-ROCA (RF s=1) 0.449% -> 0.427%. Keeping inner
+# punctuation too ("don't", "3.50", "e-mail") measured worse on SMS (0.447% -> 0.558%).
+# A minimum length of 2 or 3 (bogofilter drops words under 3) measured worse on spamassassin
+# and SMS RF: one- and two-letter words ("u", "ur", "2") are evidence.
+_WORD = re.compile(r"[$\u00a3\u20ac\u00a5]?[^\W_]+")
 
 # URL up to 2 KiB; its host is what becomes a token. Bounded repeat: linear on "http://a.a.a...".
 _URL = re.compile(r"(?:\b(?:https?|ftp)://|\bwww\.)[^\s<>\"'`{}|\\^\[\]]{0,2048}")
@@ -72,6 +76,24 @@ def url_host(url: str, max_token_chars: int) -> str:
     return host[:max_token_chars]
 
 
+def url_tokens(url: str, max_token_chars: int) -> Iterator[str]:
+    """Yield `url:host` and `urlpath:word` for the first words of a normalised URL's path.
+
+    Path words (SpamBayes also tokenizes URL pieces) measured on spamassassin text only
+    (RF s=0.1, min_dev=0.1): 1-ROCA 0.203% -> 0.122%, FNR at 0 FP 8.5% -> 7.1%; raw mail
+    unchanged (0.022%), SMS unchanged.
+    """
+    host = url_host(url, max_token_chars)
+    if host:
+        yield f"url:{host}"
+    path = url.partition("//")[2].partition("/")[2] if "//" in url else url.partition("/")[2]
+    for word in _WORD.findall(path, 0, 2048)[:_MAX_PATH_WORDS]:
+        yield f"urlpath:{word[:max_token_chars]}"
+
+
+_MAX_PATH_WORDS = 20
+
+
 def word_tokens(text: str, max_token_chars: int) -> Iterator[str]:
     """Yield words and CJK bigrams of already normalised text, in order."""
     pieces = [text] if text.isascii() else _CJK_RUN.split(text)
@@ -90,19 +112,20 @@ def word_tokens(text: str, max_token_chars: int) -> Iterator[str]:
 
 
 def text_tokens(text: str, max_token_chars: int) -> Iterator[str]:
-    """Yield the tokens of a normalised text: `url:host`, `email:domain`, then words.
+    """Yield the tokens of a normalised text: URL tokens, `email:domain`, then words.
 
     URLs are cut out before words are taken, so their pieces do not also count as words.
     """
     if "://" in text or "www." in text:
-        hosts: list[str] = []
+        urls: list[str] = []
 
         def cut_url(match: re.Match[str]) -> str:
-            hosts.append(url_host(match.group(), max_token_chars))
+            urls.append(match.group())
             return " "
 
         text = _URL.sub(cut_url, text)
-        yield from (f"url:{host}" for host in hosts if host)
+        for url in urls:
+            yield from url_tokens(url, max_token_chars)
     if "@" in text:
         for domain in _EMAIL_DOMAIN.findall(text):
             yield f"email:{domain[:max_token_chars]}"

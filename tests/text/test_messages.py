@@ -18,7 +18,7 @@ def tokenize_file(name: str) -> TokenizedMessage:
     [
         ("utf8_plain.eml", {"subject:grüsse", "subject:münchen", "from:word:jürgen", "münchen"}),
         ("latin1_qp.eml", {"subject:réunion", "subject:noël", "from:word:françois", "décidé"}),
-        ("windows1252.eml", {"premium", "quality", "99"}),
+        ("windows1252.eml", {"premium", "quality", "\u20ac99"}),
         ("gb2312_base64.eml", {"subject:发票", "subject:优惠", "from:word:先生", "发票", "来电"}),
         ("big5.eml", {"開會", "預算"}),
         ("iso2022jp.eml", {"subject:会議", "会議", "十時"}),
