@@ -89,7 +89,7 @@ def test_after_relabel_and_forget_the_api_equals_an_engine_trained_on_what_remai
         ids.append(response.json()["message_id"])
     client.post("/v1/models/default/train", json={"label": "ham", **examples[0][1]})
     client.delete(f"/v1/models/default/messages/{ids[1]}")
-    remaining = [("ham", examples[0][1])] + examples[2:]
+    remaining = [("ham", examples[0][1]), *examples[2:]]
     config = ModelConfig.model_validate({"event_model": event_model})
     limits = TokenizerLimits(max_scan_bytes=client.app.state.runtime.settings.max_scan_bytes)  # type: ignore[attr-defined]
     reference = reference_classifier(remaining, config, limits)
