@@ -35,6 +35,11 @@ _CJK_RUN = re.compile(
 # and SMS RF: one- and two-letter words ("u", "ur", "2") are evidence.
 _WORD = re.compile(r"[$\u00a3\u20ac\u00a5]?[^\W_]+")
 
+# Numbers of 4 digits or more also give a shape token, "digits:11" for a phone number: a
+# campaign changes its numbers but not their shape. SMS Bernoulli NB FNR at 0 FP
+# 8.8% -> 4.1%, multinomial 7.5% -> 4.8%; spamassassin raw RF 1-ROCA 0.019% -> 0.017%.
+_NUMBER = re.compile(r"(?<![^\W_])[0-9]{4,}(?![^\W_])")
+
 # URL up to 2 KiB; its host is what becomes a token. Bounded repeat: linear on "http://a.a.a...".
 _URL = re.compile(r"(?:\b(?:https?|ftp)://|\bwww\.)[^\s<>\"'`{}|\\^\[\]]{0,2048}")
 _URL_HOST = re.compile(r"(?:[a-z][a-z0-9+.-]{0,15}:)?/*([^/?#\s]*)")
@@ -109,6 +114,8 @@ def word_tokens(text: str, max_token_chars: int) -> Iterator[str]:
         if words and max(map(len, words)) > max_token_chars:
             words = [word if len(word) <= max_token_chars else skip_token(word) for word in words]
         yield from words
+        if words:
+            yield from (f"digits:{min(len(number), 100)}" for number in _NUMBER.findall(piece))
 
 
 def text_tokens(text: str, max_token_chars: int) -> Iterator[str]:
