@@ -25,6 +25,9 @@ class Settings(BaseSettings):
     max_scan_bytes: int = Field(default=512 * 1024, gt=0)
     retention_days: float = Field(default=7, ge=0)
 
+    # A request whose body has not fully arrived by then is dropped (slowloris): 408.
+    receive_timeout_seconds: float = Field(default=30.0, gt=0)
+
     # How long a write waits for a lock before it gives up with 503 and nothing applied.
     lock_timeout_seconds: float = Field(default=5.0, gt=0)
     # How often a process looks for training committed by other processes (SPEC §7: ≤ 1 s).

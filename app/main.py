@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from pydantic import TypeAdapter
 
 from app.api.error_responses import ErrorBody, install_error_handlers
+from app.api.limits import RequestGuard
 from app.api.routes import health, messages, models
 from app.api.routes.metrics import install_metrics
 from app.api.schemas import ClassifyRequest, FeedbackRequest, TrainRequest
@@ -33,7 +34,14 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         finally:
             rt.close()
 
-    app = FastAPI(title="spamsift", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(
+        title="spamsift",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        max_body_size=settings.max_request_bytes,
+    )
+    app.add_middleware(RequestGuard, receive_timeout_seconds=settings.receive_timeout_seconds)
     app.state.runtime = rt
     install_error_handlers(app)
     install_metrics(app)

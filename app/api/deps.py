@@ -9,7 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
 from app.api.schemas import ClassifyRequest, FeedbackRequest, TrainRequest
-from app.errors import InvalidInput
+from app.errors import InvalidInput, MessageTooLarge
 from app.service.messages import Message
 from app.service.model_config import EventModel
 from app.service.models import MODEL_NAME_PATTERN
@@ -37,7 +37,24 @@ async def _read(request: Request) -> tuple[str, bytes]:
     media_type = request.headers.get("content-type", JSON).split(";")[0].strip().lower()
     if media_type not in (JSON, RFC822):
         raise HTTPException(415, f"send {JSON} or {RFC822}, not {media_type!r}")
-    body = await request.body()
+    if media_type == RFC822:
+        # The body is the message: refuse it by Content-Length before reading, and stop reading
+        # a chunked one as soon as it passes the limit.
+        runtime = get_runtime(request)
+        limit = runtime.settings.max_message_bytes
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise MessageTooLarge(f"message is {declared} bytes; the limit is {limit}")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise MessageTooLarge(f"message is over the limit of {limit} bytes")
+            chunks.append(chunk)
+        body = b"".join(chunks)
+    else:
+        body = await request.body()
     if not body:
         raise InvalidInput("the request body is empty")
     return media_type, body
