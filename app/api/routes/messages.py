@@ -116,7 +116,7 @@ def give_feedback(name: ModelName, body: FeedbackInput, rt: RuntimeDep) -> Train
     return _feedback(rt, name, body)
 
 
-@router.delete("/messages/{message_id}", responses=error_responses(404, 422, 503))
+@router.delete("/messages/{message_id:path}", responses=error_responses(404, 422, 503))
 def forget_message(name: ModelName, message_id: str, rt: RuntimeDep) -> ForgetResponse:
     """Forget a trained message: subtract exactly what training it added."""
     return ForgetResponse.of(forget(rt, model_name=name, message_id=message_id))
