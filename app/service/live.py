@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from sqlalchemy import Connection
 
@@ -35,6 +36,7 @@ class LiveModel:
     config: ModelConfig
     table: CountTable
     classifier: Classifier
+    created_at: datetime  # with `id`, tells this model from a re-created one of the same id
     synced_generation: int = -1
     last_check: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -67,6 +69,7 @@ class LiveModel:
             config=config,
             table=table,
             classifier=Classifier(table, config.to_engine()),
+            created_at=row.created_at,
         )
 
     def apply(self, changes: CountChanges) -> None:
@@ -168,13 +171,15 @@ class LiveModels:
             return live
         if time.monotonic() - live.last_check >= self.sync_interval_seconds:
             self.sync(live)
+            if self._models.get(name) is not live:  # deleted meanwhile: load what is there now
+                return self.get(name)
         return live
 
     def sync(self, live: LiveModel) -> None:
         """Read what other processes committed since this one last looked."""
         live.last_check = time.monotonic()
         with self.db.transaction(write=False) as conn:
-            generation = read_generation(conn, live.id)
+            generation = read_generation(conn, live.id, created_at=live.created_at)
             if generation is None:  # deleted (and maybe re-created) by another process
                 self.forget(live.name)
                 return

@@ -7,15 +7,16 @@ ledger and the activity counters commit together or not at all.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import numpy as np
 from sqlalchemy import Connection
 
 from app.bayes.counts import IntArray
-from app.errors import InvalidMessage, MessageNotFound, UnknownLabel
+from app.errors import InvalidMessage, MessageNotFound, ModelNotFound, UnknownLabel
 from app.service.live import LiveModel
 from app.service.messages import Message, PreparedMessage
 from app.service.runtime import Runtime
@@ -32,6 +33,8 @@ from app.store.ledger import (
 )
 from app.store.models import allocate_token_ids, lock_and_bump_generation
 from app.store.tables import MAX_TOKEN_BYTES
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,12 @@ def train_batch(
     rt: Runtime, *, model_name: str, items: Sequence[tuple[Message, str]]
 ) -> list[TrainResult]:
     """Train several messages in one transaction; results in order."""
-    live = rt.models.get(model_name)
+    return _on_current_model(rt, model_name, lambda live: _train_batch(rt, live, items))
+
+
+def _train_batch(
+    rt: Runtime, live: LiveModel, items: Sequence[tuple[Message, str]]
+) -> list[TrainResult]:
     prepared = [(rt.prepare(message), _class_index(live, label)) for message, label in items]
     for message, _ in prepared:
         _require_tokens(message)
@@ -101,7 +109,16 @@ def apply_feedback(
     Without the message itself, the message_id must be one trained before or classified within
     `retention_days`; the stored token ids of that classification are trained.
     """
-    live = rt.models.get(model_name)
+    return _on_current_model(
+        rt,
+        model_name,
+        lambda live: _apply_feedback(rt, live, label=label, message_id=message_id, message=message),
+    )
+
+
+def _apply_feedback(
+    rt: Runtime, live: LiveModel, *, label: str, message_id: str | None, message: Message | None
+) -> TrainResult:
     class_index = _class_index(live, label)
     if message is not None:
         prepared = rt.prepare(message if message_id is None else _with_id(message, message_id))
@@ -116,11 +133,14 @@ def apply_feedback(
 
 def forget(rt: Runtime, *, model_name: str, message_id: str) -> ForgetResult:
     """Untrain every stored message with `message_id`; MessageNotFound if there is none."""
-    live = rt.models.get(model_name)
+    return _on_current_model(rt, model_name, lambda live: _forget(rt, live, message_id))
+
+
+def _forget(rt: Runtime, live: LiveModel, message_id: str) -> ForgetResult:
     write = _Write()
 
     def work(conn: Connection) -> ForgetResult:
-        generation = lock_and_bump_generation(conn, live.id)
+        generation = lock_and_bump_generation(conn, live.id, created_at=live.created_at)
         live.catch_up(conn, generation - 1)
         stored = find_trained_by_message_id(conn, live.id, message_id)
         if not stored:
@@ -154,6 +174,20 @@ def forget(rt: Runtime, *, model_name: str, message_id: str) -> ForgetResult:
     return result
 
 
+def _on_current_model(rt: Runtime, model_name: str, use: Callable[[LiveModel], T]) -> T:
+    """Run `use` on the process's live model, once more on a fresh load if that copy is stale.
+
+    A model deleted (and maybe re-created under the same id) by another process makes the
+    write's model lock raise ModelNotFound; the copy is dropped and the use case runs again,
+    which raises ModelNotFound once more only if the model is really gone.
+    """
+    try:
+        return use(rt.models.get(model_name))
+    except ModelNotFound:
+        rt.models.forget(model_name)
+        return use(rt.models.get(model_name))
+
+
 def _write(
     rt: Runtime,
     live: LiveModel,
@@ -170,7 +204,7 @@ def _write(
     write = _Write()
 
     def work(conn: Connection) -> list[TrainResult]:
-        generation = lock_and_bump_generation(conn, live.id)
+        generation = lock_and_bump_generation(conn, live.id, created_at=live.created_at)
         live.catch_up(conn, generation - 1)  # now the in-memory token ids are exact
         new_ids, new_texts = _intern_new_tokens(conn, live, items, generation)
         known = find_trained(conn, live.id, sorted({item.message_key for item in items}))

@@ -107,15 +107,17 @@ def delete_model(conn: Connection, model_id: int) -> None:
     conn.execute(delete(models).where(models.c.id == model_id))
 
 
-def lock_and_bump_generation(conn: Connection, model_id: int) -> int:
+def lock_and_bump_generation(conn: Connection, model_id: int, *, created_at: datetime) -> int:
     """Start a write on the model: take its row lock and return the new generation.
 
     Writers of one model queue here (PostgreSQL row lock; SQLite's database lock is already
     held), so generations commit in order and a change feed read by generation misses nothing.
+    `created_at` tells the model apart from a later one that got the same id (SQLite reuses
+    the highest id after a delete): ModelNotFound unless the row is the model the caller holds.
     """
     generation = conn.execute(
         update(models)
-        .where(models.c.id == model_id)
+        .where(models.c.id == model_id, models.c.created_at == created_at)
         .values(generation=models.c.generation + 1)
         .returning(models.c.generation)
     ).scalar_one_or_none()
@@ -135,6 +137,11 @@ def allocate_token_ids(conn: Connection, model_id: int, count: int) -> int:
     return int(end) - count
 
 
-def read_generation(conn: Connection, model_id: int) -> int | None:
-    value = conn.execute(select(models.c.generation).where(models.c.id == model_id)).scalar()
+def read_generation(conn: Connection, model_id: int, *, created_at: datetime) -> int | None:
+    """Return the model's generation; None if it was deleted (or its id is now another's)."""
+    value = conn.execute(
+        select(models.c.generation).where(
+            models.c.id == model_id, models.c.created_at == created_at
+        )
+    ).scalar()
     return None if value is None else int(value)

@@ -1,0 +1,186 @@
+"""Store level: upserts add exactly, the change feed, and several Runtimes on one database."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from app.config import Settings
+from app.errors import NotTrained
+from app.service.classification import classify
+from app.service.messages import Message
+from app.service.models import create_model, delete_model, update_model
+from app.service.runtime import Runtime
+from app.service.training import forget, train
+from app.store.counts import (
+    CountDelta,
+    add_token_counts,
+    insert_tokens,
+    read_changes,
+    read_token_counts,
+)
+from app.store.engine import Database
+from app.store.models import allocate_token_ids, find_model, lock_and_bump_generation
+from tests.builders import counts_from_ledger, ham_text, spam_text, stored_cells, train_examples
+
+
+def delta(rows: list[tuple[int, int, int, int]]) -> CountDelta:
+    array = np.array(sorted(rows), dtype=np.int64).reshape(-1, 4)
+    return CountDelta(array[:, 0], array[:, 1], array[:, 2], array[:, 3])
+
+
+@pytest.fixture
+def db(database_url: str) -> Iterator[Database]:
+    database = Database(database_url)
+    yield database
+    database.dispose()
+
+
+@pytest.fixture
+def second_runtime(settings: Settings) -> Iterator[Runtime]:
+    """Another process's view of the same database: its own Database and live models."""
+    rt = Runtime(settings)
+    yield rt
+    rt.close()
+
+
+def new_tokens(db: Database, model_id: int, texts: list[str]) -> int:
+    with db.transaction(write=False) as conn:
+        created_at = find_model(conn, "default").created_at
+    with db.transaction() as conn:
+        generation = lock_and_bump_generation(conn, model_id, created_at=created_at)
+        first = allocate_token_ids(conn, model_id, len(texts))
+        insert_tokens(conn, model_id, first_id=first, texts=texts, generation=generation)
+    return first
+
+
+def test_upserts_add_deltas_exactly(db: Database) -> None:
+    with db.transaction() as conn:
+        model = find_model(conn, "default")
+    model_id, created_at = model.id, model.created_at
+    first = new_tokens(db, model_id, ["a", "b", "c"])
+    a, b, c = first, first + 1, first + 2
+
+    for rows in (
+        [(a, 0, 1, 3), (b, 1, 1, 1)],
+        [(a, 0, 2, 2), (a, 1, 1, 7), (c, 1, 4, 4)],
+        [(a, 0, -1, -3), (b, 1, -1, -1)],
+    ):
+        with db.transaction() as conn:
+            generation = lock_and_bump_generation(conn, model_id, created_at=created_at)
+            add_token_counts(conn, model_id, delta(rows), generation=generation)
+
+    with db.transaction(write=False) as conn:
+        counts = read_token_counts(conn, model_id, [a, b, c])
+    assert counts == {(a, 0): (2, 2), (a, 1): (1, 7), (b, 1): (0, 0), (c, 1): (4, 4)}
+
+
+def test_the_change_feed_returns_what_changed_after_a_generation(db: Database) -> None:
+    with db.transaction() as conn:
+        model = find_model(conn, "default")
+    model_id, created_at = model.id, model.created_at
+    first = new_tokens(db, model_id, ["old", "both"])
+    with db.transaction() as conn:
+        g1 = lock_and_bump_generation(conn, model_id, created_at=created_at)
+        add_token_counts(
+            conn, model_id, delta([(first, 0, 1, 1), (first + 1, 0, 1, 2)]), generation=g1
+        )
+    late = new_tokens(db, model_id, ["new"])
+    with db.transaction() as conn:
+        g2 = lock_and_bump_generation(conn, model_id, created_at=created_at)
+        add_token_counts(
+            conn, model_id, delta([(first + 1, 1, 1, 5), (late, 1, 1, 1)]), generation=g2
+        )
+
+    with db.transaction(write=False) as conn:
+        changes = read_changes(conn, model_id, since_generation=g1, generation=g2, n_classes=2)
+        everything = read_changes(conn, model_id, since_generation=-1, generation=g2, n_classes=2)
+
+    assert changes.generation == g2
+    assert dict(zip(changes.token_ids.tolist(), changes.token_texts, strict=True)) == {late: "new"}
+    changed = set(
+        zip(
+            changes.count_token_ids.tolist(),
+            changes.count_class_indices.tolist(),
+            changes.count_docs.tolist(),
+            changes.count_terms.tolist(),
+            strict=True,
+        )
+    )
+    assert changed == {(first + 1, 1, 1, 5), (late, 1, 1, 1)}
+    assert sorted(everything.token_texts) == ["both", "new", "old"]
+    assert len(everything.count_token_ids) == 4
+
+
+def test_another_runtime_sees_training_after_sync(
+    runtime: Runtime, second_runtime: Runtime
+) -> None:
+    train_examples(runtime, 2, 2)
+    other = second_runtime.models.get("default")
+    assert other.table.class_docs.tolist() == [2, 2]
+
+    train_examples(runtime, 5, 4)  # 3 new spam, 2 new ham; the first ones are repeats
+    train(runtime, model_name="default", message=Message(text=spam_text(0)), label="ham")
+    forget(runtime, model_name="default", message_id=train_examples(runtime, 0, 1)[0].message_id)
+    second_runtime.models.sync(other)
+
+    mine = runtime.models.get("default")
+    assert other.synced_generation == mine.synced_generation
+    assert other.table.class_docs.tolist() == mine.table.class_docs.tolist() == [4, 4]
+    assert other.table.class_terms.tolist() == mine.table.class_terms.tolist()
+    n = mine.table.n_tokens
+    assert other.table.tokens[:n] == mine.table.tokens[:n]
+    assert np.array_equal(other.table.token_docs[:, :n], mine.table.token_docs[:, :n])
+    assert np.array_equal(other.table.token_terms[:, :n], mine.table.token_terms[:, :n])
+    query = Message(text=spam_text(11))
+    assert (
+        classify(second_runtime, model_name="default", message=query).probabilities
+        == classify(runtime, model_name="default", message=query).probabilities
+    )
+
+
+def test_training_through_two_runtimes_interleaved_keeps_ids_and_counts_exact(
+    runtime: Runtime, second_runtime: Runtime
+) -> None:
+    for i in range(6):
+        rt = runtime if i % 2 else second_runtime
+        train(rt, model_name="default", message=Message(text=spam_text(i)), label="spam")
+        train(rt, model_name="default", message=Message(text=ham_text(i)), label="ham")
+
+    assert counts_from_ledger(runtime) == stored_cells(runtime)
+    for rt in (runtime, second_runtime):
+        live = rt.models.get("default")
+        rt.models.sync(live)
+        assert live.table.class_docs.tolist() == [6, 6]
+
+
+def test_another_runtime_follows_a_config_change(runtime: Runtime, second_runtime: Runtime) -> None:
+    train_examples(runtime, 3, 3)
+    other = second_runtime.models.get("default")
+
+    update_model(runtime, name="default", changes={"event_model": "bernoulli", "alpha": 0.5})
+    second_runtime.models.sync(other)
+
+    assert other.config.event_model == "bernoulli"
+    assert other.config.alpha == 0.5
+
+
+def test_another_runtime_notices_a_deleted_and_recreated_model(
+    runtime: Runtime, second_runtime: Runtime
+) -> None:
+    create_model(runtime, name="tenant", classes=None, config={})
+    train_examples(runtime, 3, 3, model="tenant")
+    stale = second_runtime.models.get("tenant")
+    assert stale.table.class_docs.tolist() == [3, 3]
+
+    delete_model(runtime, name="tenant")
+    create_model(runtime, name="tenant", classes=None, config={})
+    second_runtime.models.sync(stale)
+
+    with pytest.raises(NotTrained):
+        classify(second_runtime, model_name="tenant", message=Message(text=spam_text(1)))
+    train(second_runtime, model_name="tenant", message=Message(text=spam_text(1)), label="spam")
+    assert counts_from_ledger(runtime, "tenant") == stored_cells(runtime, "tenant")
+    assert stored_cells(runtime, "tenant")[1] == {1: stored_cells(runtime, "tenant")[1][1]}
