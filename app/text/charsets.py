@@ -72,6 +72,7 @@ _CODECS: dict[str, str] = {
     "utf-16be": "utf-16-be",
 }
 
+_ASCII_BYTES = bytes(range(128))
 _WIDE_CODECS = frozenset({"utf-16", "utf-16-le", "utf-16-be"})
 _LABEL_JUNK = re.compile(r"[\"'\s]")
 _CJK_CODECS = frozenset({"gb18030", "big5hkscs", "cp950", "euc_jp", "cp932", "cp949", "hz"})
@@ -100,13 +101,24 @@ def decode_bytes(data: bytes, charset: str | None) -> tuple[str, bool]:
         return data.decode("ascii"), charset is None or codec is not None
     candidates: list[str] = [codec] if codec else []
     candidates.append("utf-8")
-    candidates.append("gb18030" if codec in _CJK_CODECS else "gb2312")
+    if codec in _CJK_CODECS:
+        candidates.append("gb18030")
+    else:
+        candidates.append("gb2312")
+        # Undeclared GBK text with characters outside GB2312: a Western 8-bit text with 64
+        # or more non-ASCII bytes practically never decodes strictly as GB18030.
+        if len(data.translate(None, _ASCII_BYTES)) >= 64:
+            candidates.append("gb18030")
     candidates.append("cp1252")
     for candidate in candidates:
         try:
             text = data.decode(candidate)
         except UnicodeDecodeError:
             continue
+        if candidate == "gb2312":
+            # GB2312 only vouched for the bytes; GB18030 reads them as the rest of the room does
+            # (Python's gb2312 maps A1A4 to U+30FB where gb18030 gives U+00B7).
+            text = data.decode("gb18030")
         clean = candidate == codec or charset is None
         return text, clean
     return data.decode("latin-1"), False

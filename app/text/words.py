@@ -22,7 +22,8 @@ _INVISIBLE = re.compile(
 )
 
 # Han (with extensions and compatibility ideographs), kana, Hangul: scripts written without
-# spaces, cut into overlapping character bigrams.
+# spaces, cut into overlapping character bigrams. Adding the single characters as well
+# measured worse on trec06c text only (RF 1-ROCA 0.029% -> 0.052%, FNR 5.2% -> 8.9%).
 _CJK_RUN = re.compile(
     "([\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
     "\ua960-\ua97f\uac00-\ud7af\ud7b0-\ud7ff\uf900-\ufaff\U00020000-\U0003134f]+)"
