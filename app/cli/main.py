@@ -1,4 +1,4 @@
-"""The `spamsift` command: serve, db upgrade, evaluate."""
+"""The `spamsift` command: serve, db upgrade, evaluate, keys."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from app.cli.keys import add_keys_commands
 from app.config import Settings
 
 
@@ -41,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     upgrade = db_commands.add_parser("upgrade", help="apply pending schema migrations")
     upgrade.set_defaults(run=run_db_upgrade)
 
+    add_keys_commands(commands)
+
     evaluate = commands.add_parser(
         "evaluate", help="train and test in memory on a labelled corpus (.jsonl[.gz])"
     )
@@ -59,6 +62,18 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--max-vocab", type=int, default=None)
     evaluate.add_argument(
         "--stop-words", default="english", help="english, none, or a comma-separated list"
+    )
+    evaluate.add_argument(
+        "--rf-strength",
+        type=float,
+        default=None,
+        help="Robinson-Fisher strength s (default: the model default)",
+    )
+    evaluate.add_argument(
+        "--rf-assumed", type=float, default=None, help="Robinson-Fisher assumed probability x"
+    )
+    evaluate.add_argument(
+        "--rf-min-dev", type=float, default=None, help="Robinson-Fisher minimum deviation from 0.5"
     )
     evaluate.add_argument(
         "--text-only",
