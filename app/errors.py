@@ -13,6 +13,9 @@ SpamsiftError
 │   └── NotTrained          ("not_trained")
 ├── MessageTooLarge         ("message_too_large")
 ├── BatchTooLarge           ("batch_too_large")
+├── Unauthorized            no API key, or an unknown or revoked one ("unauthorized")
+├── Forbidden               a valid API key without the scope or the model ("forbidden")
+├── TooManyFailures         a client that failed authentication too often ("too_many_failures")
 └── DatabaseUnavailable     ("database_unavailable")
 """
 
@@ -79,6 +82,22 @@ class MessageTooLarge(SpamsiftError):
 
 class BatchTooLarge(SpamsiftError):
     code = "batch_too_large"
+
+
+class Unauthorized(SpamsiftError):
+    code = "unauthorized"
+
+
+class Forbidden(SpamsiftError):
+    code = "forbidden"
+
+
+class TooManyFailures(SpamsiftError):
+    code = "too_many_failures"
+
+    def __init__(self, message: str, *, retry_after_seconds: int) -> None:
+        super().__init__(message)
+        self.retry_after_seconds = retry_after_seconds
 
 
 class DatabaseUnavailable(SpamsiftError):

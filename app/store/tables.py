@@ -133,3 +133,19 @@ activity = Table(
     Column("event", String(80), primary_key=True),
     Column("count", BigInteger, nullable=False),
 )
+
+# API keys (SPEC §8): the one table not keyed by model, since a key may serve several models
+# (`models`, JSON list; NULL: every model). Only a hash of each key is kept; `key_id`, the
+# key's public part, finds the row and `keys list` shows it.
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("key_id", String(16), nullable=False, unique=True),
+    Column("key_hash", String(64), nullable=False),  # sha256 hex of the whole key
+    Column("name", String(100), nullable=False),
+    Column("scopes", JSON, nullable=False),
+    Column("models", JSON(none_as_null=True), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("revoked_at", DateTime(timezone=True), nullable=True),
+)
