@@ -9,12 +9,14 @@ from typing import Any
 from fastapi import FastAPI
 from pydantic import TypeAdapter
 
+from app.api.auth import install_auth
 from app.api.error_responses import ErrorBody, install_error_handlers
 from app.api.limits import RequestGuard
 from app.api.routes import health, messages, models
 from app.api.routes.metrics import install_metrics
 from app.api.schemas import ClassifyRequest, FeedbackRequest, TrainRequest
 from app.config import Settings
+from app.service.keys import KeyGuard
 from app.service.runtime import Runtime
 
 DESCRIPTION = """A self-hosted naive Bayes spam filter. Mail servers classify each message;
@@ -25,9 +27,11 @@ users' "mark as spam / not spam" clicks train it. Errors are
 def create_app(settings: Settings | None = None, *, runtime: Runtime | None = None) -> FastAPI:
     settings = settings or Settings()
     rt = runtime or Runtime(settings)
+    key_guard = KeyGuard(rt.db, admin_key=settings.admin_key)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        key_guard.start()  # seeds SPAMSIFT_ADMIN_KEY; warns loudly in development mode
         rt.start()
         try:
             yield
@@ -44,6 +48,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     app.add_middleware(RequestGuard, receive_timeout_seconds=settings.receive_timeout_seconds)
     app.state.runtime = rt
     install_error_handlers(app)
+    install_auth(app, key_guard)
     install_metrics(app)
     app.include_router(health.router)
     app.include_router(models.router)

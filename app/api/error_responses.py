@@ -19,6 +19,9 @@ STATUS_BY_ERROR: list[tuple[type[errors.SpamsiftError], int]] = [
     (errors.Conflict, 409),
     (errors.MessageTooLarge, 413),
     (errors.BatchTooLarge, 413),
+    (errors.Unauthorized, 401),
+    (errors.Forbidden, 403),
+    (errors.TooManyFailures, 429),
     (errors.DatabaseUnavailable, 503),
 ]
 
@@ -47,6 +50,14 @@ def status_for(error: errors.SpamsiftError) -> int:
     return 500
 
 
+def _headers_for(error: errors.SpamsiftError, status: int) -> dict[str, str]:
+    if isinstance(error, errors.Unauthorized):
+        return {"WWW-Authenticate": "Bearer"}
+    if isinstance(error, errors.TooManyFailures):
+        return {"Retry-After": str(error.retry_after_seconds)}
+    return {"Retry-After": "1"} if status == 503 else {}
+
+
 def _describe(error: dict[str, Any]) -> str:
     location = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
     return f"{location}: {error.get('msg', 'invalid')}" if location else str(error.get("msg"))
@@ -56,7 +67,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(errors.SpamsiftError)
     async def spamsift_error(_: Request, error: errors.SpamsiftError) -> JSONResponse:
         status = status_for(error)
-        headers = {"Retry-After": "1"} if status == 503 else {}
+        headers = _headers_for(error, status)
         return _response(status, error.code, error.message, **headers)
 
     @app.exception_handler(RequestValidationError)
@@ -81,13 +92,14 @@ def install_error_handlers(app: FastAPI) -> None:
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """The `responses=` of a route: each listed status documented with the error body."""
     texts = {
-        401: "Missing or unknown API key",
-        403: "The API key lacks the scope",
+        401: "Missing, unknown or revoked API key",
+        403: "The API key lacks the scope, or may not use this model",
         404: "Unknown model or message",
         409: "Conflict: exists already, or a class has no trained message",
         413: "Message, batch or request too large",
         415: "Unsupported media type",
         422: "Invalid request or model option",
+        429: "Too many failed API keys from this address; retry after Retry-After seconds",
         503: "Database unavailable; retry (Retry-After)",
     }
     return {status: {"model": ErrorBody, "description": texts[status]} for status in statuses}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from app.api.auth import AUTH_ERRORS, requires
 from app.api.deps import (
     ClassifyInput,
     FeedbackInput,
@@ -29,8 +30,14 @@ from app.service.classification import classify, classify_batch
 from app.service.runtime import Runtime
 from app.service.training import apply_feedback, forget, train, train_batch
 
-router = APIRouter(prefix="/v1/models/{name}", tags=["messages"])
-short_forms = APIRouter(tags=["mail servers"])
+router = APIRouter(prefix="/v1/models/{name}", tags=["messages"], responses=AUTH_ERRORS)
+short_forms = APIRouter(tags=["mail servers"], responses=AUTH_ERRORS)
+
+# The scope each route needs (app/api/auth.py); the short forms name their model in ?model=.
+TRAIN = [requires("train")]
+CLASSIFY = [requires("classify")]
+TRAIN_SHORT = [requires("train", model_query=True)]
+CLASSIFY_SHORT = [requires("classify", model_query=True)]
 
 WRITE_ERRORS = error_responses(404, 413, 415, 422, 503)
 CLASSIFY_ERRORS = error_responses(404, 409, 413, 415, 422, 503)
@@ -64,7 +71,12 @@ def _check_batch(rt: Runtime, size: int) -> None:
         raise BatchTooLarge(f"a batch carries at most {limit} messages, got {size}")
 
 
-@router.post("/train", responses=WRITE_ERRORS, openapi_extra=message_body_openapi("TrainRequest"))
+@router.post(
+    "/train",
+    dependencies=TRAIN,
+    responses=WRITE_ERRORS,
+    openapi_extra=message_body_openapi("TrainRequest"),
+)
 def train_message(name: ModelName, body: TrainInput, rt: RuntimeDep) -> TrainResponse:
     """Train one message as `label`. Training the same message again changes nothing; a new
     label moves it and reports `previous_label`. A raw message may be posted as
@@ -72,7 +84,7 @@ def train_message(name: ModelName, body: TrainInput, rt: RuntimeDep) -> TrainRes
     return _train(rt, name, body)
 
 
-@router.post("/train/batch", responses=WRITE_ERRORS)
+@router.post("/train/batch", dependencies=TRAIN, responses=WRITE_ERRORS)
 def train_messages(name: ModelName, body: TrainBatchRequest, rt: RuntimeDep) -> TrainBatchResponse:
     """Train several messages in one transaction: all are learned, or none."""
     _check_batch(rt, len(body.items))
@@ -83,7 +95,10 @@ def train_messages(name: ModelName, body: TrainBatchRequest, rt: RuntimeDep) -> 
 
 
 @router.post(
-    "/classify", responses=CLASSIFY_ERRORS, openapi_extra=message_body_openapi("ClassifyRequest")
+    "/classify",
+    dependencies=CLASSIFY,
+    responses=CLASSIFY_ERRORS,
+    openapi_extra=message_body_openapi("ClassifyRequest"),
 )
 def classify_message(name: ModelName, body: ClassifyInput, rt: RuntimeDep) -> ClassifyResponse:
     """Score one message: verdict (spam / ham / unsure), class probabilities and, with
@@ -91,7 +106,7 @@ def classify_message(name: ModelName, body: ClassifyInput, rt: RuntimeDep) -> Cl
     return _classify(rt, name, body)
 
 
-@router.post("/classify/batch", responses=CLASSIFY_ERRORS)
+@router.post("/classify/batch", dependencies=CLASSIFY, responses=CLASSIFY_ERRORS)
 def classify_messages(
     name: ModelName, body: ClassifyBatchRequest, rt: RuntimeDep
 ) -> ClassifyBatchResponse:
@@ -108,7 +123,10 @@ def classify_messages(
 
 
 @router.post(
-    "/feedback", responses=WRITE_ERRORS, openapi_extra=message_body_openapi("FeedbackRequest")
+    "/feedback",
+    dependencies=TRAIN,
+    responses=WRITE_ERRORS,
+    openapi_extra=message_body_openapi("FeedbackRequest"),
 )
 def give_feedback(name: ModelName, body: FeedbackInput, rt: RuntimeDep) -> TrainResponse:
     """ "Mark as spam / not spam". With only a `message_id`, works for messages classified
@@ -116,14 +134,19 @@ def give_feedback(name: ModelName, body: FeedbackInput, rt: RuntimeDep) -> Train
     return _feedback(rt, name, body)
 
 
-@router.delete("/messages/{message_id:path}", responses=error_responses(404, 422, 503))
+@router.delete(
+    "/messages/{message_id:path}", dependencies=TRAIN, responses=error_responses(404, 422, 503)
+)
 def forget_message(name: ModelName, message_id: str, rt: RuntimeDep) -> ForgetResponse:
     """Forget a trained message: subtract exactly what training it added."""
     return ForgetResponse.of(forget(rt, model_name=name, message_id=message_id))
 
 
 @short_forms.post(
-    "/train", responses=WRITE_ERRORS, openapi_extra=message_body_openapi("TrainRequest")
+    "/train",
+    dependencies=TRAIN_SHORT,
+    responses=WRITE_ERRORS,
+    openapi_extra=message_body_openapi("TrainRequest"),
 )
 def train_short(body: TrainInput, rt: RuntimeDep, model: ModelQuery = "default") -> TrainResponse:
     """Train one message in the model `?model=` (default `default`)."""
@@ -131,7 +154,10 @@ def train_short(body: TrainInput, rt: RuntimeDep, model: ModelQuery = "default")
 
 
 @short_forms.post(
-    "/classify", responses=CLASSIFY_ERRORS, openapi_extra=message_body_openapi("ClassifyRequest")
+    "/classify",
+    dependencies=CLASSIFY_SHORT,
+    responses=CLASSIFY_ERRORS,
+    openapi_extra=message_body_openapi("ClassifyRequest"),
 )
 def classify_short(
     body: ClassifyInput, rt: RuntimeDep, model: ModelQuery = "default"
@@ -141,7 +167,10 @@ def classify_short(
 
 
 @short_forms.post(
-    "/feedback", responses=WRITE_ERRORS, openapi_extra=message_body_openapi("FeedbackRequest")
+    "/feedback",
+    dependencies=TRAIN_SHORT,
+    responses=WRITE_ERRORS,
+    openapi_extra=message_body_openapi("FeedbackRequest"),
 )
 def feedback_short(
     body: FeedbackInput, rt: RuntimeDep, model: ModelQuery = "default"

@@ -17,7 +17,9 @@ from prometheus_client import (
     generate_latest,
 )
 
-router = APIRouter(tags=["health"])
+from app.api.auth import AUTH_ERRORS, requires
+
+router = APIRouter(tags=["health"], dependencies=[requires("admin")], responses=AUTH_ERRORS)
 
 
 class HttpMetrics:

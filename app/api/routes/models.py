@@ -6,13 +6,16 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
+from app.api.auth import AUTH_ERRORS, requires
 from app.api.deps import ModelName, RuntimeDep
 from app.api.error_responses import error_responses
 from app.api.schemas import CreateModelRequest, ModelList, ModelResponse, UpdateModelRequest
 from app.service.dashboard import model_stats
 from app.service.models import create_model, delete_model, get_model, list_models, update_model
 
-router = APIRouter(prefix="/v1/models", tags=["models"])
+router = APIRouter(
+    prefix="/v1/models", tags=["models"], dependencies=[requires("admin")], responses=AUTH_ERRORS
+)
 
 
 @router.post("", status_code=201, responses=error_responses(409, 422, 503))

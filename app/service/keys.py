@@ -1,0 +1,289 @@
+"""API keys (SPEC §8): create, list, revoke, seed SPAMSIFT_ADMIN_KEY, and check a request's key.
+
+A key reads `ss_<key_id>_<secret>`: `key_id` (12 hex digits) is public, shown by `keys list`,
+and finds the row; the secret is 32 random bytes (43 URL-safe characters). Only the sha256 of
+the whole key is stored, and compared with `hmac.compare_digest`. A plain hash is enough where
+passwords need a slow KDF (bcrypt, scrypt): a key carries 256 random bits, so there is no list
+of likely keys to try against a leaked hash, and checking a request's key stays microseconds.
+
+SPAMSIFT_ADMIN_KEY may be any string the operator picks (`openssl rand -hex 32`); when it is
+not in the `ss_` form its key id is derived from its hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import re
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from sqlalchemy import Connection
+
+from app.errors import Conflict, DatabaseUnavailable, InvalidInput, NotFound
+from app.service.models import MODEL_NAME_PATTERN
+from app.store import keys as store
+from app.store.engine import Database
+from app.store.models import find_model
+
+log = logging.getLogger(__name__)
+
+Scope = Literal["classify", "train", "admin"]
+SCOPES: tuple[Scope, ...] = ("classify", "train", "admin")
+KEY_PATTERN = re.compile(r"ss_(?P<key_id>[0-9a-f]{12})_[A-Za-z0-9_-]{43}")
+ADMIN_KEY_NAME = "SPAMSIFT_ADMIN_KEY"
+MAX_NAME_CHARS = 100
+MAX_KEY_CHARS = 512  # longer is no key of ours: refused before it is hashed
+SHORT_ADMIN_KEY_CHARS = 32
+# Keys made or revoked by another process (the CLI) count here within this long (SPEC §7 spirit).
+KEY_CACHE_SECONDS = 1.0
+MAX_CACHED_KEYS = 10_000
+
+DEVELOPMENT_MODE_WARNING = (
+    "DEVELOPMENT MODE: no API key exists, so every endpoint is open to anyone who can reach "
+    "this server. Create one with `spamsift keys create --scope admin` or set "
+    "SPAMSIFT_ADMIN_KEY; from then on every request but /healthz and /readyz needs a key."
+)
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """A key as listed: everything but the secret, which only its creator ever saw."""
+
+    key_id: str
+    name: str
+    scopes: tuple[str, ...]
+    models: tuple[str, ...] | None  # None: every model
+    created_at: datetime
+    revoked_at: datetime | None
+
+    def allows(self, scope: Scope) -> bool:
+        """Tell whether the key may act with `scope`; `admin` implies the others."""
+        return scope in self.scopes or "admin" in self.scopes
+
+    def may_use(self, model_name: str | None) -> bool:
+        """Tell whether the key may touch `model_name`. None is a request not about one model
+        (listing or creating models, metrics): only a key for every model may make it."""
+        if self.models is None:
+            return True
+        return model_name is not None and model_name in self.models
+
+
+def _key(row: store.KeyRow) -> ApiKey:
+    return ApiKey(
+        key_id=row.key_id,
+        name=row.name,
+        scopes=row.scopes,
+        models=row.models,
+        created_at=row.created_at,
+        revoked_at=row.revoked_at,
+    )
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def key_id_of(key: str) -> str:
+    """Return the public id of `key`: its `ss_<key_id>_` part, or one derived from its hash
+    for a key the operator chose ("x" keeps the two kinds of id apart: "x" is no hex digit)."""
+    match = KEY_PATTERN.fullmatch(key)
+    if match:
+        return match["key_id"]
+    return "x" + hash_key(key)[:11]
+
+
+def check_scopes(scopes: Iterable[str]) -> tuple[Scope, ...]:
+    given = set(scopes)
+    unknown = sorted(given - set(SCOPES))
+    if unknown:
+        raise InvalidInput(f"scopes are {', '.join(SCOPES)}; got {', '.join(unknown)}")
+    if not given:
+        raise InvalidInput(f"a key needs at least one scope of {', '.join(SCOPES)}")
+    return tuple(scope for scope in SCOPES if scope in given)
+
+
+def check_model_names(names: Iterable[str]) -> tuple[str, ...]:
+    checked = tuple(sorted(set(names)))
+    for name in checked:
+        if not re.fullmatch(MODEL_NAME_PATTERN, name):
+            raise InvalidInput(f"a model name matches {MODEL_NAME_PATTERN}, got {name!r}")
+    if not checked:
+        raise InvalidInput("a key limited to models needs at least one model name")
+    return checked
+
+
+def create_key(
+    db: Database,
+    *,
+    scopes: Iterable[str],
+    models: Iterable[str] | None = None,
+    name: str = "",
+) -> tuple[str, ApiKey]:
+    """Make a key; return it (shown this once, stored only hashed) and its listing.
+
+    `models` limits the key to those models, which must exist; None allows every model.
+    """
+    checked_scopes = check_scopes(scopes)
+    checked_models = None if models is None else check_model_names(models)
+    if len(name) > MAX_NAME_CHARS:
+        raise InvalidInput(f"a key name has at most {MAX_NAME_CHARS} characters, got {len(name)}")
+
+    def work(conn: Connection) -> tuple[str, ApiKey]:
+        for model_name in checked_models or ():
+            find_model(conn, model_name)  # ModelNotFound: a typo would make a useless key
+        while True:  # a clash of 48-bit random key ids is rare; draw again when it happens
+            key = f"ss_{secrets.token_hex(6)}_{secrets.token_urlsafe(32)}"
+            row = store.insert_key(
+                conn,
+                key_id=key_id_of(key),
+                key_hash=hash_key(key),
+                name=name,
+                scopes=checked_scopes,
+                models=checked_models,
+            )
+            if row is not None:
+                return key, _key(row)
+
+    return db.run(work)
+
+
+def seed_admin_key(db: Database, key: str) -> ApiKey:
+    """Make sure the admin key `key` (SPAMSIFT_ADMIN_KEY) is stored; idempotent, and safe when
+    several processes start at once. A revoked one stays revoked."""
+    key_id, key_hash = key_id_of(key), hash_key(key)
+
+    def work(conn: Connection) -> ApiKey:
+        store.insert_key(
+            conn,
+            key_id=key_id,
+            key_hash=key_hash,
+            name=ADMIN_KEY_NAME,
+            scopes=("admin",),
+            models=None,
+        )
+        row = store.find_key(conn, key_id)
+        if row is None or not hmac.compare_digest(row.key_hash, key_hash):
+            raise Conflict(f"{ADMIN_KEY_NAME} has the key id {key_id} of another key; pick another")
+        return _key(row)
+
+    return db.run(work)
+
+
+def list_keys(db: Database) -> list[ApiKey]:
+    return [_key(row) for row in db.run(store.list_keys, write=False)]
+
+
+def revoke_key(db: Database, *, key: str) -> ApiKey:
+    """Revoke a key named by its key id (as `keys list` shows it) or given whole."""
+
+    def work(conn: Connection) -> ApiKey:
+        row = store.find_key(conn, key)
+        if row is None and len(key) <= MAX_KEY_CHARS:
+            row = store.find_key(conn, key_id_of(key))
+            if row is not None and not hmac.compare_digest(row.key_hash, hash_key(key)):
+                row = None
+        if row is None:
+            raise NotFound(f"no API key with the id {key!r} (see `spamsift keys list`)")
+        store.revoke_key(conn, row.key_id)
+        revoked = store.find_key(conn, row.key_id)
+        assert revoked is not None
+        return _key(revoked)
+
+    return db.run(work)
+
+
+class KeyGuard:
+    """What one process knows of API keys: whether any exists (none: development mode), and
+    the keys it checked lately. Both are at most `cache_seconds` old, so a key made or revoked
+    by another process (the CLI) counts here within about a second.
+
+    A key once made keeps the service out of development mode even when revoked: revoking a
+    leaked last key must close the service, not open it to everyone.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        admin_key: str | None = None,
+        cache_seconds: float = KEY_CACHE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.db = db
+        self.cache_seconds = cache_seconds
+        self._clock = clock
+        self._admin_key = admin_key
+        self._lock = threading.Lock()
+        self._enforced: bool | None = None
+        self._checked_at = 0.0
+        self._rows: dict[str, tuple[float, store.KeyRow]] = {}
+
+    def start(self) -> None:
+        """Seed SPAMSIFT_ADMIN_KEY and say loudly when no key exists. A database that does not
+        answer now is tried again by the next request, which meanwhile gets 503."""
+        if self._admin_key is not None and len(self._admin_key) < SHORT_ADMIN_KEY_CHARS:
+            log.warning(
+                "%s is shorter than %d characters: use a long random one (openssl rand -hex 32)",
+                ADMIN_KEY_NAME,
+                SHORT_ADMIN_KEY_CHARS,
+            )
+        try:
+            self._refresh()
+        except DatabaseUnavailable:
+            log.warning("could not read the API keys: the database is unavailable")
+
+    def enforced(self) -> bool:
+        """Tell whether requests need a key: whether any key was ever made."""
+        with self._lock:
+            if self._enforced is not None and self._clock() - self._checked_at < self.cache_seconds:
+                return self._enforced
+        return self._refresh()
+
+    def _refresh(self) -> bool:
+        if self._admin_key is not None:
+            seeded = seed_admin_key(self.db, self._admin_key)
+            self._admin_key = None
+            if seeded.revoked_at is not None:
+                log.warning("%s was revoked; it is refused like any revoked key", ADMIN_KEY_NAME)
+            else:
+                log.info("%s is stored as the admin key %s", ADMIN_KEY_NAME, seeded.key_id)
+        checked_at = self._clock()
+        enforced = self.db.run(store.any_key, write=False)
+        with self._lock:
+            before, self._enforced, self._checked_at = self._enforced, enforced, checked_at
+        if not enforced and before is not False:
+            log.warning(DEVELOPMENT_MODE_WARNING)
+        elif enforced and before is False:
+            log.warning("an API key exists now: every request but /healthz and /readyz needs one")
+        return enforced
+
+    def authenticate(self, key: str) -> ApiKey | None:
+        """Return the unrevoked key `key`, or None when it is unknown, revoked or malformed."""
+        if not key or len(key) > MAX_KEY_CHARS:
+            return None
+        key_id, now = key_id_of(key), self._clock()
+        with self._lock:
+            cached = self._rows.get(key_id)
+        if cached is not None and now - cached[0] < self.cache_seconds:
+            row: store.KeyRow | None = cached[1]
+        else:
+            row = self.db.run(lambda conn: store.find_key(conn, key_id), write=False)
+            with self._lock:
+                if row is None:
+                    self._rows.pop(key_id, None)
+                else:
+                    if len(self._rows) >= MAX_CACHED_KEYS:
+                        self._rows.clear()
+                    self._rows[key_id] = (now, row)
+        if row is None or row.revoked_at is not None:
+            return None
+        if not hmac.compare_digest(row.key_hash, hash_key(key)):
+            return None
+        return _key(row)
