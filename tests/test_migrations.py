@@ -1,0 +1,109 @@
+"""Alembic migrations: up to head, down to base and back on both databases; data survives;
+the tables of app.store.tables are exactly what the migrations build."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.engine import make_url
+
+from app.service.runtime import Runtime
+from app.store.engine import Database
+from app.store.migrate import alembic_config, current_revision, downgrade_schema, upgrade_schema
+from app.store.tables import metadata
+from tests.builders import stored_counts, train_examples
+
+POSTGRES_URL = os.environ.get("SPAMSIFT_TEST_POSTGRES_URL")
+HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    """A database with no table at all; PostgreSQL: a throw-away database on the test server."""
+    if request.param == "sqlite":
+        db = Database(f"sqlite:///{tmp_path / 'empty.db'}")
+        yield db
+        db.dispose()
+        return
+    if not POSTGRES_URL:
+        pytest.skip("PostgreSQL tests need SPAMSIFT_TEST_POSTGRES_URL")
+    name = f"spamsift_migrations_{uuid.uuid4().hex[:12]}"
+    server = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with server.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        db = Database(
+            make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+        )
+        try:
+            yield db
+        finally:
+            db.dispose()
+            with server.connect() as conn:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        server.dispose()
+
+
+def table_names(db: Database) -> set[str]:
+    with db.transaction(write=False) as conn:
+        return set(inspect(conn).get_table_names())
+
+
+def schema_differences(db: Database) -> list[object]:
+    with db.transaction(write=False) as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        return list(compare_metadata(context, metadata))
+
+
+def test_an_empty_database_upgrades_to_head_downgrades_to_base_and_upgrades_again(
+    empty_database: Database,
+) -> None:
+    db = empty_database
+    assert current_revision(db) is None
+
+    upgrade_schema(db)
+    assert current_revision(db) == HEAD
+    assert table_names(db) >= set(metadata.tables)
+
+    downgrade_schema(db, "base")
+    assert current_revision(db) is None
+    assert table_names(db) <= {"alembic_version"}
+
+    upgrade_schema(db)
+    assert current_revision(db) == HEAD
+    assert schema_differences(db) == []
+
+
+def test_upgrading_twice_is_harmless(empty_database: Database) -> None:
+    upgrade_schema(empty_database)
+    upgrade_schema(empty_database)
+
+    assert current_revision(empty_database) == HEAD
+    with empty_database.transaction(write=False) as conn:
+        assert conn.execute(text("SELECT name FROM models")).scalars().all() == ["default"]
+
+
+def test_the_tables_match_the_migrations(empty_database: Database) -> None:
+    upgrade_schema(empty_database)
+
+    assert schema_differences(empty_database) == []
+
+
+def test_trained_data_survives_upgrade_schema_with_every_count_equal(runtime: Runtime) -> None:
+    train_examples(runtime, 5, 5)
+    runtime.flush_classifications()
+    before = stored_counts(runtime)
+
+    upgrade_schema(runtime.db)
+
+    assert current_revision(runtime.db) == HEAD
+    assert stored_counts(runtime) == before
