@@ -1,0 +1,66 @@
+"""Migration 0002 (api_keys) upgrades and downgrades on SQLite and PostgreSQL, keeping all else."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import inspect, select
+
+from app.service.keys import create_key, list_keys
+from app.store.engine import Database
+from app.store.migrate import current_revision, downgrade_schema, upgrade_schema
+from app.store.models import insert_model
+from app.store.tables import api_keys, models
+
+
+@pytest.fixture
+def db(database_url: str) -> Iterator[Database]:
+    database = Database(database_url)
+    yield database
+    upgrade_schema(database)  # whatever happened, leave the schema as the next test expects it
+    database.dispose()
+
+
+def table_names(db: Database) -> set[str]:
+    with db.engine.connect() as conn:
+        return set(inspect(conn).get_table_names())
+
+
+def model_names(db: Database) -> list[str]:
+    return db.run(
+        lambda conn: list(conn.execute(select(models.c.name).order_by(models.c.name)).scalars()),
+        write=False,
+    )
+
+
+def test_0002_creates_api_keys_with_its_columns(db: Database) -> None:
+    assert current_revision(db) is not None
+    with db.engine.connect() as conn:
+        columns = {column["name"] for column in inspect(conn).get_columns("api_keys")}
+        unique = inspect(conn).get_unique_constraints("api_keys")
+
+    assert columns == {column.name for column in api_keys.columns}
+    assert [constraint["column_names"] for constraint in unique] == [["key_id"]]
+
+
+def test_downgrading_0002_drops_only_the_keys_and_upgrading_again_restores_the_table(
+    db: Database,
+) -> None:
+    db.run(lambda conn: insert_model(conn, name="example.org", classes=("ham", "spam"), config={}))
+    create_key(db, scopes=["admin"])
+
+    downgrade_schema(db, "0001")
+
+    assert current_revision(db) == "0001"
+    assert "api_keys" not in table_names(db)
+    assert model_names(db) == ["default", "example.org"]
+
+    upgrade_schema(db, "0002")
+
+    assert current_revision(db) == "0002"
+    assert "api_keys" in table_names(db)
+    assert list_keys(db) == []
+    assert model_names(db) == ["default", "example.org"]
+    create_key(db, scopes=["classify"])
+    assert len(list_keys(db)) == 1
