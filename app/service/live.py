@@ -21,7 +21,7 @@ from sqlalchemy import Connection
 from app.bayes.counts import CountTable, IntArray
 from app.bayes.naive_bayes import Classifier
 from app.service.model_config import ModelConfig, parse_config
-from app.store.counts import CountChanges, read_changes
+from app.store.counts import CountChanges, CountDelta, read_changes
 from app.store.engine import Database
 from app.store.models import ModelRow, find_model, read_generation
 
@@ -113,10 +113,7 @@ class LiveModel:
         *,
         new_token_ids: IntArray,
         new_token_texts: list[str],
-        token_ids: IntArray,
-        class_indices: IntArray,
-        docs: IntArray,
-        terms: IntArray,
+        delta: CountDelta,
         class_docs: IntArray,
         class_terms: IntArray,
     ) -> bool:
@@ -131,12 +128,13 @@ class LiveModel:
                 return False
             if len(new_token_ids):
                 self.table.place(new_token_ids, new_token_texts)
-            if len(token_ids):
+            if len(delta.token_ids):
+                cells = (delta.class_indices, delta.token_ids)
                 self.table.set_counts(
-                    token_ids,
-                    class_indices,
-                    self.table.token_docs[class_indices, token_ids] + docs,
-                    self.table.token_terms[class_indices, token_ids] + terms,
+                    delta.token_ids,
+                    delta.class_indices,
+                    self.table.token_docs[cells] + delta.docs,
+                    self.table.token_terms[cells] + delta.terms,
                 )
             self.table.set_class_totals(
                 self.table.class_docs + class_docs, self.table.class_terms + class_terms

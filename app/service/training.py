@@ -74,7 +74,7 @@ class _Write:
     generation: int = 0
     new_token_ids: IntArray | None = None
     new_token_texts: list[str] | None = None
-    cells: dict[tuple[int, int], list[int]] | None = None
+    delta: CountDelta | None = None
     class_docs: IntArray | None = None
     class_terms: IntArray | None = None
 
@@ -158,10 +158,10 @@ def _forget(rt: Runtime, live: LiveModel, message_id: str) -> ForgetResult:
                 message.class_index,
                 sign=-1,
             )
-        _store_cells(conn, live, cells, class_docs, class_terms, generation)
+        write.delta = _store_cells(conn, live, cells, class_docs, class_terms, generation)
         delete_trained(conn, live.id, [message.message_key for message in stored])
         add_activity(conn, live.id, hour=_this_hour(), events={"forgotten": len(stored)})
-        write.generation, write.cells = generation, cells
+        write.generation = generation
         write.class_docs, write.class_terms = class_docs, class_terms
         return ForgetResult(
             message_id=message_id,
@@ -265,7 +265,7 @@ def _write(
                     defects=item.defects,
                 )
             )
-        _store_cells(conn, live, cells, class_docs, class_terms, generation)
+        write.delta = _store_cells(conn, live, cells, class_docs, class_terms, generation)
         now = datetime.now(UTC)
         insert_trained(conn, live.id, list(inserted.values()), trained_at=now)
         for key, class_index in sorted(relabelled.items()):
@@ -281,7 +281,7 @@ def _write(
         add_activity(conn, live.id, hour=_this_hour(), events=counted)
         write.generation = generation
         write.new_token_ids, write.new_token_texts = new_ids_array(new_ids), new_texts
-        write.cells, write.class_docs, write.class_terms = cells, class_docs, class_terms
+        write.class_docs, write.class_terms = class_docs, class_terms
         return results
 
     results = rt.db.run(work)
@@ -353,7 +353,8 @@ def _store_cells(
     class_docs: IntArray,
     class_terms: IntArray,
     generation: int,
-) -> None:
+) -> CountDelta:
+    """Write the accumulated changes; return them as the sorted delta that was stored."""
     keys = sorted(key for key, (docs, terms) in cells.items() if docs or terms)
     delta = CountDelta(
         token_ids=np.array([key[0] for key in keys], dtype=np.int64),
@@ -365,25 +366,20 @@ def _store_cells(
     add_class_totals(
         conn, live.id, class_docs=class_docs.tolist(), class_terms=class_terms.tolist()
     )
+    return delta
 
 
 def _apply_after_commit(rt: Runtime, live: LiveModel, write: _Write) -> None:
-    cells = write.cells or {}
-    keys = sorted(cells)
+    assert write.delta is not None
+    assert write.class_docs is not None
+    assert write.class_terms is not None
     applied = live.apply_own_write(
         write.generation,
         new_token_ids=write.new_token_ids if write.new_token_ids is not None else new_ids_array({}),
         new_token_texts=write.new_token_texts or [],
-        token_ids=np.array([key[0] for key in keys], dtype=np.int64),
-        class_indices=np.array([key[1] for key in keys], dtype=np.int64),
-        docs=np.array([cells[key][0] for key in keys], dtype=np.int64),
-        terms=np.array([cells[key][1] for key in keys], dtype=np.int64),
-        class_docs=write.class_docs
-        if write.class_docs is not None
-        else np.zeros(len(live.classes), dtype=np.int64),
-        class_terms=write.class_terms
-        if write.class_terms is not None
-        else np.zeros(len(live.classes), dtype=np.int64),
+        delta=write.delta,
+        class_docs=write.class_docs,
+        class_terms=write.class_terms,
     )
     if not applied:
         rt.models.sync(live)
