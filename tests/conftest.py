@@ -1,8 +1,9 @@
 """Shared fixtures: settings, a database (SQLite file | PostgreSQL), runtime, app, client.
 
 Each test starts from an empty, migrated database holding only the `default` model:
-SQLite copies a file migrated once per run; PostgreSQL is migrated once per run and its tables
-are emptied after each test. PostgreSQL tests run only where SPAMSIFT_TEST_POSTGRES_URL is set.
+SQLite copies a file migrated once per run; PostgreSQL gets a throw-away database per run (so
+two runs never share tables), migrated once, whose tables are emptied after each test.
+PostgreSQL tests run only where SPAMSIFT_TEST_POSTGRES_URL is set.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from app.store.engine import Database
 from app.store.migrate import upgrade_schema
 from app.store.models import insert_model
 from app.store.tables import metadata
+from tests.postgres import POSTGRES_URL, throwaway_database
 
-POSTGRES_URL = os.environ.get("SPAMSIFT_TEST_POSTGRES_URL")
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -56,19 +57,11 @@ def postgres_database() -> Iterator[Database]:
             "PostgreSQL tests need SPAMSIFT_TEST_POSTGRES_URL (e.g. "
             "postgresql+psycopg://postgres@127.0.0.1:5432/test); .ci/run sets it"
         )
-    db = Database(POSTGRES_URL)
-    reset_postgres_schema(db)
-    upgrade_schema(db)
-    yield db
-    db.dispose()
-
-
-def reset_postgres_schema(db: Database) -> None:
-    """Drop whatever an earlier run left, tables and Alembic's version row alike."""
-    with db.transaction() as conn:
-        conn.execute(text("DROP TABLE IF EXISTS alembic_version"))
-        for table in reversed(metadata.sorted_tables):
-            conn.execute(text(f"DROP TABLE IF EXISTS {table.name} CASCADE"))
+    with throwaway_database(POSTGRES_URL, "spamsift_test") as url:
+        db = Database(url)
+        upgrade_schema(db)
+        yield db
+        db.dispose()
 
 
 def empty_postgres(db: Database) -> None:
@@ -88,9 +81,8 @@ def database_url(
         yield f"sqlite:///{path}"
         return
     db: Database = request.getfixturevalue("postgres_database")
-    assert POSTGRES_URL is not None
     empty_postgres(db)
-    yield POSTGRES_URL
+    yield db.url
     empty_postgres(db)
 
 
@@ -110,3 +102,15 @@ def runtime(settings: Settings) -> Iterator[Runtime]:
 def client(settings: Settings) -> Iterator[TestClient]:
     with TestClient(create_app(settings)) as test_client:
         yield test_client
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Give schemathesis' per-operation tests their own node ids.
+
+    schemathesis 4.32 names each item `test[GET /path]` but sets the id through the
+    `_nodeid` attribute pytest 9.2 no longer reads, so every operation kept the function's id;
+    pytest-xdist then ran one operation of each test and dropped the rest as duplicates.
+    """
+    for item in items:
+        if item.parent is not None and not item.nodeid.endswith(item.name):
+            item._id = item.parent.id.child(item.name)  # type: ignore[attr-defined]
