@@ -4,10 +4,43 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 MIB = 1024 * 1024
+
+# The database drivers spamsift ships; "postgresql://" means psycopg 3 here (SQLAlchemy would
+# pick psycopg2, which is not installed).
+DATABASE_SCHEMES = {
+    "sqlite": "sqlite",
+    "sqlite+pysqlite": "sqlite+pysqlite",
+    "postgresql": "postgresql+psycopg",
+    "postgres": "postgresql+psycopg",
+    "postgresql+psycopg": "postgresql+psycopg",
+}
+
+
+def check_database_url(url: str) -> str:
+    """Return `url` with its scheme made explicit; ValueError for what spamsift cannot use."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ValueError(
+            "not a database URL; use sqlite:///path/to/spamsift.db or "
+            "postgresql+psycopg://user:password@host/database"
+        ) from None
+    scheme = DATABASE_SCHEMES.get(parsed.drivername)
+    if scheme is None:
+        raise ValueError(
+            f"unknown database scheme {parsed.drivername!r}; use sqlite:// or postgresql+psycopg://"
+        )
+    if scheme.startswith("postgresql") and not parsed.database:
+        raise ValueError("a PostgreSQL URL names its database: postgresql+psycopg://user@host/db")
+    if scheme == parsed.drivername:
+        return url
+    return parsed.set(drivername=scheme).render_as_string(hide_password=False)
 
 
 class Settings(BaseSettings):
@@ -18,11 +51,29 @@ class Settings(BaseSettings):
     database_url: str = "sqlite:///./spamsift.db"
     admin_key: str | None = None
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    # json: one JSON object per line (for collectors); text: one readable line (for a terminal).
+    log_format: Literal["json", "text"] = "json"
 
     max_message_bytes: int = Field(default=10 * MIB, gt=0)
     max_request_bytes: int = Field(default=64 * MIB, gt=0)
     max_batch_items: int = Field(default=1000, gt=0)
-    max_scan_bytes: int = Field(default=512 * 1024, gt=0)
+    # Message-level caps (ROBUSTNESS "suggested starting limits"); a message over one is still
+    # handled, as far as the cap, and the answer's `defects` says so.
+    max_scan_bytes: int = Field(default=512 * 1024, gt=0)  # decoded text tokenized: "truncated"
+    max_header_value_bytes: int = Field(default=8 * 1024, gt=0)  # longer cut: "truncated"
+    max_header_fields: int = Field(default=1000, gt=0)  # further fields ignored: "truncated"
+    max_mime_depth: int = Field(default=20, ge=1)  # deeper parts not walked: "mime_depth"
+    max_mime_parts: int = Field(default=1000, gt=0)  # further parts ignored: "truncated"
+    max_distinct_tokens: int = Field(default=20_000, gt=0)  # first N kept: "truncated"
+    # Longer words become one "skip:<first letter> <length bucket>" token. At most 46, so that
+    # every token (13-character prefix, 4 bytes a character) fits the 200-byte token column.
+    max_token_chars: int = Field(default=40, ge=1, le=46)
+    # /train (and train/batch, feedback with a message) refuses fewer distinct tokens with 422.
+    min_train_tokens: int = Field(default=11, ge=1)
+    # Tokenizing time per request; beyond it classify scores what it has ("time_budget"),
+    # train refuses with 503 and Retry-After. 0 cuts at once (for tests).
+    classify_time_budget_seconds: float = Field(default=2.0, ge=0)
+    train_time_budget_seconds: float = Field(default=5.0, ge=0)
     retention_days: float = Field(default=7, ge=0)
 
     # A request whose body has not fully arrived by then is dropped (slowloris): 408.
@@ -32,3 +83,18 @@ class Settings(BaseSettings):
     lock_timeout_seconds: float = Field(default=5.0, gt=0)
     # How often a process looks for training committed by other processes (SPEC §7: ≤ 1 s).
     sync_interval_seconds: float = Field(default=0.5, gt=0)
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_database(cls, url: str) -> str:
+        return check_database_url(url)
+
+    @field_validator("admin_key")
+    @classmethod
+    def _blank_admin_key_is_none(cls, key: str | None) -> str | None:
+        return key or None  # SPAMSIFT_ADMIN_KEY= (empty, as env files leave it) seeds nothing
+
+    @field_validator("log_level", "log_format", mode="before")
+    @classmethod
+    def _lower_case(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value

@@ -4,6 +4,7 @@ SpamsiftError
 ├── InvalidInput            the request asks for something impossible ("invalid_input")
 │   ├── InvalidConfig       a model config value is out of range ("invalid_config")
 │   ├── InvalidMessage      a message cannot be used as given ("invalid_message")
+│   │   └── TooFewTokens    fewer tokens than min_train_tokens to train ("too_few_tokens")
 │   └── UnknownLabel        a label that is not one of the model's classes ("unknown_label")
 ├── NotFound                ("not_found")
 │   ├── ModelNotFound       ("model_not_found")
@@ -16,7 +17,9 @@ SpamsiftError
 ├── Unauthorized            no API key, or an unknown or revoked one ("unauthorized")
 ├── Forbidden               a valid API key without the scope or the model ("forbidden")
 ├── TooManyFailures         a client that failed authentication too often ("too_many_failures")
-└── DatabaseUnavailable     ("database_unavailable")
+├── TimeBudgetExceeded      training ran out of its time budget ("time_budget_exceeded")
+├── DatabaseUnavailable     ("database_unavailable")
+└── StorageFull             the database's disk or quota is full ("storage_full")
 """
 
 from __future__ import annotations
@@ -46,6 +49,10 @@ class InvalidConfig(InvalidInput):
 
 class InvalidMessage(InvalidInput):
     code = "invalid_message"
+
+
+class TooFewTokens(InvalidMessage):
+    code = "too_few_tokens"  # rspamd's min_tokens: too little evidence to learn from
 
 
 class UnknownLabel(InvalidInput):
@@ -100,5 +107,23 @@ class TooManyFailures(SpamsiftError):
         self.retry_after_seconds = retry_after_seconds
 
 
+class TimeBudgetExceeded(SpamsiftError):
+    """Tokenizing a message to train ran past the request's time budget; nothing was applied.
+
+    Training on the part read in time would depend on the machine's load, so it is refused;
+    with the message-level caps no message needs the budget on an idle server, so the client
+    should retry later (503 with Retry-After).
+    """
+
+    code = "time_budget_exceeded"
+
+
 class DatabaseUnavailable(SpamsiftError):
     code = "database_unavailable"  # connection lost, server down, or a lock wait beyond the budget
+
+
+class StorageFull(SpamsiftError):
+    """The database could not grow (disk, file system or quota full): the write was rolled
+    back whole. Unlike DatabaseUnavailable it does not pass by itself; an operator must act."""
+
+    code = "storage_full"

@@ -3,8 +3,6 @@ the tables of app.store.tables are exactly what the migrations build."""
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,16 +10,15 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import create_engine, inspect, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import inspect, text
 
 from app.service.runtime import Runtime
 from app.store.engine import Database
 from app.store.migrate import alembic_config, current_revision, downgrade_schema, upgrade_schema
 from app.store.tables import metadata
 from tests.builders import stored_counts, train_examples
+from tests.postgres import POSTGRES_URL, throwaway_database
 
-POSTGRES_URL = os.environ.get("SPAMSIFT_TEST_POSTGRES_URL")
 HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
@@ -35,22 +32,10 @@ def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[D
         return
     if not POSTGRES_URL:
         pytest.skip("PostgreSQL tests need SPAMSIFT_TEST_POSTGRES_URL")
-    name = f"spamsift_migrations_{uuid.uuid4().hex[:12]}"
-    server = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
-    try:
-        with server.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-        db = Database(
-            make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-        )
-        try:
-            yield db
-        finally:
-            db.dispose()
-            with server.connect() as conn:
-                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    finally:
-        server.dispose()
+    with throwaway_database(POSTGRES_URL, "spamsift_migrations") as url:
+        db = Database(url)
+        yield db
+        db.dispose()
 
 
 def table_names(db: Database) -> set[str]:

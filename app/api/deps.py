@@ -7,6 +7,7 @@ from typing import Annotated, TypeVar
 from fastapi import Depends, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
+from starlette.requests import ClientDisconnect
 
 from app.api.schemas import ClassifyRequest, FeedbackRequest, TrainRequest
 from app.errors import InvalidInput, MessageTooLarge
@@ -19,6 +20,10 @@ RFC822 = "message/rfc822"
 JSON = "application/json"
 
 Schema = TypeVar("Schema", bound=BaseModel)
+
+# The body ended early: the client closed the connection, or the server refused its framing
+# (e.g. a malformed chunk). No answer reaches it; this one keeps the log free of a traceback.
+_GONE = HTTPException(400, "the request body ended early (client disconnected)")
 
 
 def get_runtime(request: Request) -> Runtime:
@@ -47,14 +52,20 @@ async def _read(request: Request) -> tuple[str, bytes]:
             raise MessageTooLarge(f"message is {declared} bytes; the limit is {limit}")
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise MessageTooLarge(f"message is over the limit of {limit} bytes")
-            chunks.append(chunk)
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise MessageTooLarge(f"message is over the limit of {limit} bytes")
+                chunks.append(chunk)
+        except ClientDisconnect:
+            raise _GONE from None
         body = b"".join(chunks)
     else:
-        body = await request.body()
+        try:
+            body = await request.body()
+        except ClientDisconnect:
+            raise _GONE from None
     if not body:
         raise InvalidInput("the request body is empty")
     return media_type, body

@@ -23,6 +23,8 @@ STATUS_BY_ERROR: list[tuple[type[errors.SpamsiftError], int]] = [
     (errors.Forbidden, 403),
     (errors.TooManyFailures, 429),
     (errors.DatabaseUnavailable, 503),
+    (errors.TimeBudgetExceeded, 503),
+    (errors.StorageFull, 507),
 ]
 
 
@@ -78,6 +80,10 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, error: StarletteHTTPException) -> JSONResponse:
+        if _undecodable_json(error):
+            return _response(
+                422, "invalid_request", "Invalid JSON: not UTF-8, or nested too deeply"
+            )
         code = {
             404: "not_found",
             405: "method_not_allowed",
@@ -87,6 +93,14 @@ def install_error_handlers(app: FastAPI) -> None:
             403: "forbidden",
         }.get(error.status_code, "http_error")
         return _response(error.status_code, code, str(error.detail), **(error.headers or {}))
+
+
+def _undecodable_json(error: StarletteHTTPException) -> bool:
+    """FastAPI answers a JSON body it cannot decode at all (not UTF-8, nested past the
+    recursion limit) with 400, raised from the decoding error. Every other malformed JSON body
+    is 422 invalid_request, and so is this one where a route parses its body itself (found by
+    schemathesis: the same bytes got 422 from /train and 400 from /train/batch)."""
+    return error.status_code == 400 and isinstance(error.__cause__, ValueError | RecursionError)
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -101,5 +115,6 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         422: "Invalid request or model option",
         429: "Too many failed API keys from this address; retry after Retry-After seconds",
         503: "Database unavailable; retry (Retry-After)",
+        507: "The database's storage is full; nothing was written",
     }
     return {status: {"model": ErrorBody, "description": texts[status]} for status in statuses}

@@ -2,11 +2,16 @@
 
 - A request body that trickles or stalls is cut off when the whole body has not arrived within
   `receive_timeout_seconds` (slowloris): 408, and the connection is closed.
+- A request head over 16 KiB is refused with 431, one with both Transfer-Encoding and
+  Content-Length with 400 (request smuggling), and the connection is closed.
 - Compressed request bodies (`Content-Encoding: gzip`, …) are refused with 415: spamsift never
   decompresses anything a client sends, so no zip bomb can expand inside it.
+- A body whose Content-Length is over `max_request_bytes` is refused with 413 and the JSON
+  error body before anything reads it.
 
-The size limit itself is Starlette's `max_body_size` (413 before a body over the limit is read,
-by Content-Length or while streaming chunked).
+A chunked body that grows past the limit while it streams is stopped by Starlette's
+RequestBodyLimitMiddleware inside this guard (its 413 goes through the error handlers, so it is
+JSON too; over Content-Length it would answer plain text, which is why the guard sits outside).
 """
 
 from __future__ import annotations
@@ -17,15 +22,24 @@ import json
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+MAX_HEAD_BYTES = 16 * 1024  # request line and header fields
+
 
 class RequestGuard:
-    def __init__(self, app: ASGIApp, *, receive_timeout_seconds: float) -> None:
+    def __init__(
+        self, app: ASGIApp, *, receive_timeout_seconds: float, max_request_bytes: int
+    ) -> None:
         self.app = app
         self.receive_timeout_seconds = receive_timeout_seconds
+        self.max_request_bytes = max_request_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        head_refusal = _check_head(scope)
+        if head_refusal is not None:
+            await _refuse(send, *head_refusal)
             return
         encoding = _header(scope, b"content-encoding")
         if encoding not in (None, b"identity"):
@@ -34,6 +48,15 @@ class RequestGuard:
                 415,
                 "unsupported_media_type",
                 "compressed request bodies are not accepted; send it uncompressed",
+            )
+            return
+        declared = _header(scope, b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_request_bytes:
+            await _refuse(
+                send,
+                413,
+                "request_too_large",
+                f"the request body is {int(declared)} bytes; the limit is {self.max_request_bytes}",
             )
             return
         loop = asyncio.get_running_loop()
@@ -51,6 +74,32 @@ class RequestGuard:
                 ) from None
 
         await self.app(scope, receive_before_deadline, send)
+
+
+def _check_head(scope: Scope) -> tuple[int, str, str] | None:
+    """Refuse a request head over 16 KiB (431) or framed both ways (400, ROBUSTNESS I38).
+
+    h11 only bounds a head that arrives in pieces; one sent whole (up to uvicorn's 64 KiB
+    reads) passes. Transfer-Encoding with Content-Length is how requests are smuggled past a
+    proxy that reads the other header: refused, and the connection closed.
+    """
+    headers = scope["headers"]
+    size = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
+    size += sum(len(name) + len(value) + 4 for name, value in headers)
+    if size > MAX_HEAD_BYTES:
+        return (
+            431,
+            "request_header_fields_too_large",
+            f"the request head is over {MAX_HEAD_BYTES} bytes",
+        )
+    names = {bytes(name).lower() for name, _ in headers}
+    if b"transfer-encoding" in names and b"content-length" in names:
+        return (
+            400,
+            "bad_request",
+            "a request with both Transfer-Encoding and Content-Length is refused",
+        )
+    return None
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:

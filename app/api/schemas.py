@@ -23,7 +23,9 @@ MessageId = Field(
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: a value of another JSON type is refused, not coerced ("min_df": true was taken
+    # as 1, "alpha": "0.5" as 0.5; found by schemathesis). An integer still passes as a number.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class MessageBody(Strict):

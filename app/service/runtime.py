@@ -11,12 +11,14 @@ import logging
 import threading
 import time
 from collections import Counter, defaultdict
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 from sqlalchemy import Connection
 
 from app.config import Settings
-from app.errors import DatabaseUnavailable
+from app.errors import DatabaseUnavailable, StorageFull
 from app.service.live import LiveModels
 from app.service.messages import Message, PreparedMessage, prepare
 from app.store.activity import add_activity
@@ -31,6 +33,26 @@ EXPIRY_INTERVAL_SECONDS = 300.0
 MAX_BUFFERED_RECORDS = 100_000  # beyond this (database down for long) the oldest are dropped
 
 
+def tokenizer_limits(settings: Settings) -> TokenizerLimits:
+    """The message-level caps of `settings`, as the text room takes them (no time budget)."""
+    return TokenizerLimits(
+        max_scan_bytes=settings.max_scan_bytes,
+        max_header_value_bytes=settings.max_header_value_bytes,
+        max_header_fields=settings.max_header_fields,
+        max_mime_depth=settings.max_mime_depth,
+        max_mime_parts=settings.max_mime_parts,
+        max_token_chars=settings.max_token_chars,
+        max_distinct_tokens=settings.max_distinct_tokens,
+    )
+
+
+def with_time_budget(limits: TokenizerLimits, seconds: float) -> TokenizerLimits:
+    # Per message, not per request: a batch of a thousand messages must not have its last ones
+    # cut (or refused) because the first ones took the time; each message is bounded by the
+    # caps anyway, so a batch's time stays proportional to its size.
+    return replace(limits, deadline=time.monotonic() + seconds, clock=time.monotonic)
+
+
 class Runtime:
     def __init__(self, settings: Settings, db: Database | None = None) -> None:
         self.settings = settings
@@ -38,7 +60,7 @@ class Runtime:
             settings.database_url, lock_timeout_seconds=settings.lock_timeout_seconds
         )
         self.models = LiveModels(self.db, sync_interval_seconds=settings.sync_interval_seconds)
-        self.limits = TokenizerLimits(max_scan_bytes=settings.max_scan_bytes)
+        self.limits = tokenizer_limits(settings)
         self._records: dict[int, list[ClassificationRecord]] = defaultdict(list)
         self._events: dict[tuple[int, datetime], Counter[str]] = defaultdict(Counter)
         self._buffer_lock = threading.Lock()
@@ -47,10 +69,21 @@ class Runtime:
         self._flusher: threading.Thread | None = None
         self._last_expiry = 0.0
 
-    def prepare(self, message: Message) -> PreparedMessage:
-        return prepare(
-            message, limits=self.limits, max_message_bytes=self.settings.max_message_bytes
-        )
+    def prepare(
+        self, message: Message, budget: Literal["classify", "train"] | None = None
+    ) -> PreparedMessage:
+        """Check and tokenize `message`, within the time budget of a classify or a train."""
+        limits = self.limits if budget is None else self.budgeted_limits(budget)
+        return prepare(message, limits=limits, max_message_bytes=self.settings.max_message_bytes)
+
+    def budget_seconds(self, kind: Literal["classify", "train"]) -> float:
+        if kind == "classify":
+            return self.settings.classify_time_budget_seconds
+        return self.settings.train_time_budget_seconds
+
+    def budgeted_limits(self, kind: Literal["classify", "train"]) -> TokenizerLimits:
+        """The tokenizer limits for one message, its time budget starting now."""
+        return with_time_budget(self.limits, self.budget_seconds(kind))
 
     def retention_start(self) -> datetime | None:
         """The oldest classification time still kept, or None when nothing is kept."""
@@ -87,7 +120,7 @@ class Runtime:
 
             try:
                 self.db.run(work)
-            except DatabaseUnavailable:
+            except (DatabaseUnavailable, StorageFull):
                 with self._buffer_lock:  # keep them for the next attempt
                     for model_id, model_records in records.items():
                         self._records[model_id][:0] = model_records
@@ -115,7 +148,7 @@ class Runtime:
             self._flusher = None
         try:
             self.flush_classifications()
-        except DatabaseUnavailable:
+        except (DatabaseUnavailable, StorageFull):
             log.warning("could not write the last classification records: database unavailable")
         self.db.dispose()
 
@@ -126,7 +159,7 @@ class Runtime:
                 if time.monotonic() - self._last_expiry > EXPIRY_INTERVAL_SECONDS:
                     self._last_expiry = time.monotonic()
                     self.expire()
-            except DatabaseUnavailable:
-                log.warning("database unavailable; classification records stay buffered")
+            except (DatabaseUnavailable, StorageFull):
+                log.warning("database unavailable or full; classification records stay buffered")
             except Exception:  # the flusher must outlive any one bad flush
                 log.exception("flushing classification records failed")

@@ -11,9 +11,19 @@ MIME_DEPTH = "mime_depth"  # parts nested deeper than max_mime_depth were not wa
 BAD_CHARSET = "bad_charset"  # unknown or refused charset, or bytes invalid in the declared one
 BAD_BASE64 = "bad_base64"  # base64 body with characters outside the alphabet or a broken length
 BAD_MIME = "bad_mime"  # multipart without boundary, boundary absent or never closed
+TIME_BUDGET = "time_budget"  # the request's time budget ran out: the rest was not tokenized
 HEADER_PARSE_ERROR = "header_parse_error"  # a line in the header block that is no field,
 # a broken RFC 2047 encoded word, or a parameter the email package could not parse
 
 ALL_DEFECTS = frozenset(
-    {NO_HEADERS, TRUNCATED, MIME_DEPTH, BAD_CHARSET, BAD_BASE64, BAD_MIME, HEADER_PARSE_ERROR}
+    {
+        NO_HEADERS,
+        TRUNCATED,
+        MIME_DEPTH,
+        BAD_CHARSET,
+        BAD_BASE64,
+        BAD_MIME,
+        HEADER_PARSE_ERROR,
+        TIME_BUDGET,
+    }
 )

@@ -8,7 +8,7 @@ header parser of `policy.default`, quadratic on such input (cpython#136063), nev
 
 import binascii
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from app.text import defects
@@ -165,22 +165,32 @@ _WORD_HEADERS = frozenset(
 _DOMAIN = re.compile(r"@\[?([a-z0-9][a-z0-9-]{0,62}(?:\.[a-z0-9-]{1,63}){0,8})")
 
 
-def header_tokens(headers: Sequence[tuple[str, str]], limits: TokenizerLimits) -> Iterator[str]:
-    """Yield header tokens, each prefixed by its lower-case header name."""
+# spamsift's own marks (`spamsift classify --add-header`): a marked message must be the same
+# message as before it was marked (same tokens, same identity for feedback), and the filter
+# must never learn its own verdicts.
+OWN_HEADER_PREFIX = "x-spamsift-"
+
+
+def header_tokens(headers: Sequence[tuple[str, str]], limits: TokenizerLimits) -> list[str]:
+    """Return header tokens, each prefixed by its lower-case header name."""
     max_chars = limits.max_token_chars
     seen_names: set[str] = set()
+    tokens: list[str] = []
     for name, value in headers:
+        if name.startswith(OWN_HEADER_PREFIX):
+            continue
         if name not in seen_names and len(name) <= max_chars:
             seen_names.add(name)
-            yield f"header:{name}"
+            tokens.append(f"header:{name}")
         if name in _WORD_HEADERS:
             normalized = normalize_text(value)
-            yield from (f"{name}:{token}" for token in text_tokens(normalized, max_chars))
+            tokens.extend(map(f"{name}:".__add__, text_tokens(normalized, max_chars)))
         elif name in _ADDRESS_HEADERS:
             normalized = normalize_text(value)
             for domain in _DOMAIN.findall(normalized):
-                yield f"{name}:{domain[:max_chars]}"
+                tokens.append(f"{name}:{domain[:max_chars]}")
             if name == "from":
                 # Display-name words; the address itself already gave its domain.
                 display = " ".join(p for p in normalized.partition("<")[0].split() if "@" not in p)
-                yield from (f"from:word:{word}" for word in word_tokens(display, max_chars))
+                tokens.extend(map("from:word:".__add__, word_tokens(display, max_chars)))
+    return tokens

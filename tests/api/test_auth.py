@@ -35,7 +35,7 @@ from app.store.models import insert_model
 from app.store.tables import api_keys
 
 ADMIN_KEY = "d0c5-admin-key-from-the-environment-4f1b9e0a7c3d5e8f"
-MESSAGE = {"text": "cheap watches and a casino prize for the winner"}
+MESSAGE = {"text": "cheap watches and a casino prize for the winner, claim it today"}
 TRAIN = {"label": "spam", **MESSAGE}
 
 # Every route but the health checks, with a body it accepts and the scope it needs.

@@ -187,7 +187,9 @@ def test_a_three_class_model_trains_and_classifies_by_argmax(client: TestClient)
     }
     for label, examples in texts.items():
         for text in examples:
-            trained = client.post("/v1/models/topics/train", json={"text": text, "label": label})
+            # The same 11 words in every text: enough tokens to train (min_train_tokens).
+            padded = f"{text} {' '.join(f'shared{i}' for i in range(11))}"
+            trained = client.post("/v1/models/topics/train", json={"text": padded, "label": label})
             assert trained.status_code == 200, trained.text
 
     response = client.post("/v1/models/topics/classify", json={"text": "birthday dinner"})

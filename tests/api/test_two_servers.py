@@ -4,7 +4,6 @@ within a second (SPEC §7). Real uvicorn subprocesses on 127.0.0.1, always termi
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,30 +14,11 @@ import httpx
 import pytest
 
 from tests.builders import ham_text, spam_text
+from tests.servers import free_port, wait_until_ready
 
 VISIBILITY_SECONDS = 1.0
 SLACK_SECONDS = 0.25  # one HTTP round trip and scheduling on a busy 2-core machine
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def wait_until_up(base_url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"server exited: {log.read_text()}")
-        try:
-            if httpx.get(f"{base_url}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"server at {base_url} not ready in 30 s: {log.read_text()}")
 
 
 @pytest.fixture
@@ -76,7 +56,7 @@ def two_servers(database_url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
             urls.append(f"http://127.0.0.1:{port}")
             logs.append(log)
         for url, process, log in zip(urls, processes, logs, strict=True):
-            wait_until_up(url, process, log)
+            wait_until_ready(url, process, log.read_text)
         yield urls[0], urls[1]
     finally:
         for process in processes:
@@ -107,7 +87,8 @@ def test_training_through_one_server_is_seen_by_the_other_within_a_second(
             before = reader.post("/classify", json=probe)
             assert before.status_code in (200, 409), before.text
             trained = writer.post(
-                "/train", json={"label": "spam", "text": f"probeword{round_} " * 3}
+                "/train",
+                json={"label": "spam", "text": f"probeword{round_} {spam_text(10 + round_)}"},
             )
             assert trained.status_code == 200, trained.text
             committed = time.monotonic()

@@ -114,3 +114,12 @@ def test_chinese_stop_words_match_the_bigram_tokens():
 def test_an_unknown_stop_word_list_is_refused():
     with pytest.raises(ValueError, match="stop_words"):
         load_stop_words("klingon")
+
+
+def test_spamsifts_own_marks_are_not_tokens() -> None:
+    plain = b"From: a@example.org\nSubject: lunch plans\n\nsee you at noon"
+    marked = (
+        b"X-Spamsift-Verdict: ham\nX-Spamsift-Probability: 0.000120\n"
+        b"x-spamsift-anything: else\n" + plain
+    )
+    assert tokenize_raw(marked).token_counts == tokenize_raw(plain).token_counts

@@ -39,7 +39,7 @@ CLASSIFY = [requires("classify")]
 TRAIN_SHORT = [requires("train", model_query=True)]
 CLASSIFY_SHORT = [requires("classify", model_query=True)]
 
-WRITE_ERRORS = error_responses(404, 413, 415, 422, 503)
+WRITE_ERRORS = error_responses(404, 413, 415, 422, 503, 507)
 CLASSIFY_ERRORS = error_responses(404, 409, 413, 415, 422, 503)
 
 
@@ -135,7 +135,7 @@ def give_feedback(name: ModelName, body: FeedbackInput, rt: RuntimeDep) -> Train
 
 
 @router.delete(
-    "/messages/{message_id:path}", dependencies=TRAIN, responses=error_responses(404, 422, 503)
+    "/messages/{message_id:path}", dependencies=TRAIN, responses=error_responses(404, 422, 503, 507)
 )
 def forget_message(name: ModelName, message_id: str, rt: RuntimeDep) -> ForgetResponse:
     """Forget a trained message: subtract exactly what training it added."""
