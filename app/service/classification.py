@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import threading
 from collections import Counter
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
+from itertools import chain
+from typing import Literal
 
 import numpy as np
 
 from app.bayes.naive_bayes import EventModel, verdict
 from app.errors import InvalidConfig, NotTrained
 from app.service.live import LiveModel
-from app.service.messages import Message, PreparedMessage
-from app.service.runtime import Runtime
+from app.service.messages import Message, PreparedMessage, prepare
+from app.service.runtime import Runtime, with_time_budget
 from app.store.ledger import ClassificationRecord
+from app.text import TokenizerLimits
 
 
 @dataclass(frozen=True)
@@ -59,10 +66,18 @@ def classify_batch(
     messages: Sequence[Message],
     event_model: EventModel | None = None,
     explain: bool = False,
+    processes: int = 1,
 ) -> list[Classification]:
-    """Score several messages in one pass over the model; results in order."""
+    """Score several messages in one pass over the model; results in order.
+
+    With `processes` > 1 a big batch is tokenized in that many worker processes (a pool kept
+    for the life of this process), then scored here: tokenizing is 80 % of the work and holds
+    the GIL. The HTTP API does not use it (its parallelism is `--workers`).
+    """
     live = rt.models.get(model_name)
-    prepared = [rt.prepare(message) for message in messages]
+    # Each message has its time budget: past it, it is scored on what was tokenized in time and
+    # carries the defect "time_budget".
+    prepared = prepare_messages(rt, messages, "classify", processes=processes)
     results, records = _score(live, prepared, event_model=event_model, explain=explain)
     rt.record_classifications(
         live.id,
@@ -70,6 +85,55 @@ def classify_batch(
         Counter({"classified": len(results)}) + Counter(f"verdict:{r.verdict}" for r in results),
     )
     return results
+
+
+_MIN_CHUNK = 50  # fewer messages per worker cost more in pickling than they save
+_pools: dict[int, ProcessPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def prepare_messages(
+    rt: Runtime,
+    messages: Sequence[Message],
+    budget: Literal["classify", "train"],
+    *,
+    processes: int = 1,
+) -> list[PreparedMessage]:
+    """Check and tokenize messages, in order; a big batch in `processes` worker processes."""
+    if processes <= 1 or len(messages) < processes * _MIN_CHUNK:
+        return [rt.prepare(message, budget) for message in messages]
+    with _pools_lock:
+        pool = _pools.get(processes)
+        if pool is None:
+            # spawn: never fork a process that may run threads (the server, the flusher).
+            pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
+            _pools[processes] = pool
+    size = -(-len(messages) // (processes * 2))  # two chunks per worker evens out their speed
+    chunks = [list(messages[start : start + size]) for start in range(0, len(messages), size)]
+    work = partial(
+        _prepare_chunk,
+        limits=rt.limits,
+        budget_seconds=rt.budget_seconds(budget),
+        max_message_bytes=rt.settings.max_message_bytes,
+    )
+    return list(chain.from_iterable(pool.map(work, chunks)))
+
+
+def _prepare_chunk(
+    messages: list[Message],
+    *,
+    limits: TokenizerLimits,
+    budget_seconds: float,
+    max_message_bytes: int,
+) -> list[PreparedMessage]:
+    return [
+        prepare(
+            message,
+            limits=with_time_budget(limits, budget_seconds),
+            max_message_bytes=max_message_bytes,
+        )
+        for message in messages
+    ]
 
 
 def _score(
@@ -93,9 +157,7 @@ def _score(
             )
         X = live.table.vectorize([message.token_counts for message in prepared])
         classifier = live.classifier
-        log_proba = classifier.predict_log_proba(X, event_model=chosen)
-        scores = classifier.joint_log_likelihood(X, event_model=chosen)
-        used = classifier.tokens_used(X)
+        log_proba, scores, used = classifier.assess(X, event_model=chosen)
         clues = (
             [classifier.explain(X[[row]], event_model=chosen) for row in range(X.shape[0])]
             if explain

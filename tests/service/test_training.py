@@ -196,7 +196,12 @@ def test_forgetting_a_reused_message_id_forgets_every_message_with_it(runtime: R
 
 def test_a_message_without_message_id_gets_its_sha256(runtime: Runtime) -> None:
     result = train(
-        runtime, model_name="default", message=Message(text="hello there friend"), label="ham"
+        runtime,
+        model_name="default",
+        message=Message(
+            text="hello there friend, this text is long enough for spamsift to learn from"
+        ),
+        label="ham",
     )
 
     assert result.message_id.startswith("sha256:")

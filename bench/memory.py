@@ -1,0 +1,129 @@
+"""5. Memory: server RSS and database bytes for a model with 1 million distinct tokens.
+
+The model is built directly through the store API (token rows and count rows in bulk, one
+transaction per 100 000 tokens, about 1.17 count rows per token as in a real model), then a
+`spamsift serve --workers 1` is started on it; its RSS is read before the model is loaded,
+after it loaded the model and classified one message, and after 100 more classifications.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Connection
+
+from app.store.counts import CountDelta, add_class_totals, add_token_counts, insert_tokens
+from app.store.engine import Database
+from app.store.migrate import upgrade_schema
+from app.store.models import allocate_token_ids, find_model, lock_and_bump_generation
+from bench import data
+from bench.databases import database_bytes, fresh_database
+from bench.server import Request, run_load, serve
+
+CHUNK = 100_000
+
+
+def build_model(url: str, n_tokens: int, seed: int = 0) -> float:
+    """Fill the model `default` with n_tokens distinct tokens; return the seconds it took."""
+    rng = np.random.default_rng(seed)
+    db = Database(url)
+    started = time.perf_counter()
+    try:
+        upgrade_schema(db)
+        with db.transaction(write=False) as conn:
+            model = find_model(conn, "default")
+        terms_total = np.zeros(2, dtype=np.int64)
+        for start in range(0, n_tokens, CHUNK):
+            count = min(CHUNK, n_tokens - start)
+
+            def work(conn: Connection, count: int = count) -> None:
+                generation = lock_and_bump_generation(conn, model.id, created_at=model.created_at)
+                first = allocate_token_ids(conn, model.id, count)
+                ids = np.arange(first, first + count, dtype=np.int64)
+                texts = [f"w{token_id:07x}" for token_id in ids.tolist()]
+                insert_tokens(conn, model.id, first_id=first, texts=texts, generation=generation)
+                # Every token has ham counts, one in six spam counts too (~1.17 rows per token).
+                spam_ids = ids[ids % 6 == 0]
+                token_ids = np.concatenate([ids, spam_ids])
+                classes = np.concatenate(
+                    [np.zeros(ids.size, np.int64), np.ones(spam_ids.size, np.int64)]
+                )
+                order = np.lexsort((classes, token_ids))
+                docs = rng.integers(1, 6, token_ids.size)
+                terms = docs + rng.integers(0, 3, token_ids.size)
+                delta = CountDelta(token_ids[order], classes[order], docs[order], terms[order])
+                add_token_counts(conn, model.id, delta, generation=generation)
+                terms_total[0] += int(terms[classes == 0].sum())
+                terms_total[1] += int(terms[classes == 1].sum())
+
+            db.run(work)
+
+        def totals(conn: Connection) -> None:
+            lock_and_bump_generation(conn, model.id, created_at=model.created_at)
+            add_class_totals(
+                conn, model.id, class_docs=[5000, 5000], class_terms=terms_total.tolist()
+            )
+
+        db.run(totals)
+    finally:
+        db.dispose()
+    return time.perf_counter() - started
+
+
+def run(quick: bool, postgres_url: str | None) -> dict[str, Any]:
+    n_tokens = 20_000 if quick else 1_000_000
+    test = data.split("spamassassin", train_limit=0, test_limit=100).test
+    requests = [
+        Request("/v1/models/default/classify", m.raw or b"", content_type="message/rfc822")
+        for m in test
+    ]
+    kinds = ["sqlite"] + (["postgresql"] if postgres_url else [])
+    results: dict[str, Any] = {"tokens": n_tokens}
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="spamsift-bench-") as tmp:
+        for kind in kinds:
+            with fresh_database(kind, Path(tmp), postgres_url) as url:
+                build_seconds = build_model(url, n_tokens)
+                db_bytes = database_bytes(url)
+                with serve(url, workers=1, folder=Path(tmp)) as server:
+                    idle = sum(server.rss_bytes().values())
+                    started = time.perf_counter()
+                    first = run_load(server, requests[:1], clients=1)
+                    load_seconds = time.perf_counter() - started
+                    loaded = sum(server.rss_bytes().values())
+                    more = run_load(server, requests, clients=1)
+                    after = sum(server.rss_bytes().values())
+                    errors = first.errors + more.errors
+            entry = {
+                "build_seconds": round(build_seconds, 1),
+                "database_bytes": db_bytes,
+                "database_bytes_per_token": round(db_bytes / n_tokens, 1),
+                "rss_idle_bytes": idle,
+                "rss_loaded_bytes": loaded,
+                "rss_after_100_classify_bytes": after,
+                "first_classify_seconds": round(load_seconds, 2),
+                "errors": errors,
+            }
+            results[kind] = entry
+            rows.append(
+                {
+                    "database": kind,
+                    "tokens": n_tokens,
+                    "database MB": round(db_bytes / 1e6, 1),
+                    "B/token": entry["database_bytes_per_token"],
+                    "RSS idle MB": round(idle / 1e6, 1),
+                    "RSS loaded MB": round(loaded / 1e6, 1),
+                    "RSS after 100 MB": round(after / 1e6, 1),
+                    "first classify s": entry["first_classify_seconds"],
+                }
+            )
+    results["table"] = rows
+    results["notes"] = [
+        "RSS of the one server process (--workers 1); loaded = after the first classification, "
+        "which loads the model"
+    ]
+    return results

@@ -1,0 +1,218 @@
+"""3. End to end over HTTP against real `spamsift serve` processes (SQLite and PostgreSQL,
+--workers 1 and 2), with the SpamAssassin split.
+
+Per server: single-message training (one client); batch training (batches of 500, one client
+per worker: one batch is tokenized while another is written); single-message classify as
+message/rfc822 at 1, 10 and 50 concurrent clients (closed loop: each client sends its next
+request when the answer came); 50 clients in an open loop at half the closed-loop throughput;
+batch classify (batches of 100, one client per worker). The load generator runs on the same
+2 cores as the server.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from app.service.corpus import LabelledMessage
+from bench import data
+from bench.databases import fresh_database
+from bench.server import (
+    LoadResult,
+    Request,
+    Server,
+    json_request,
+    run_load,
+    serve,
+    summarize_runs,
+)
+from bench.timing import summary
+
+MODEL = "/v1/models/default"
+
+
+def train_single_requests(messages: list[LabelledMessage]) -> list[Request]:
+    return [
+        json_request(
+            f"{MODEL}/train",
+            {"raw": data.raw_text(m), "label": m.label, "message_id": m.id},
+        )
+        for m in messages
+    ]
+
+
+def train_batch_requests(messages: list[LabelledMessage], size: int) -> list[Request]:
+    return [
+        json_request(
+            f"{MODEL}/train/batch",
+            {
+                "items": [
+                    {"raw": data.raw_text(m), "label": m.label, "message_id": m.id}
+                    for m in messages[start : start + size]
+                ]
+            },
+        )
+        for start in range(0, len(messages), size)
+    ]
+
+
+def classify_requests(messages: list[LabelledMessage]) -> list[Request]:
+    return [
+        Request(f"{MODEL}/classify", m.raw or b"", content_type="message/rfc822") for m in messages
+    ]
+
+
+def classify_batch_requests(messages: list[LabelledMessage], size: int) -> list[Request]:
+    return [
+        json_request(
+            f"{MODEL}/classify/batch",
+            {"items": [{"raw": data.raw_text(m)} for m in messages[start : start + size]]},
+        )
+        for start in range(0, len(messages), size)
+    ]
+
+
+def chunks(items: list[Any], parts: int) -> list[list[Any]]:
+    size = -(-len(items) // parts)
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def measure_server(
+    server: Server, split: data.Split, *, quick: bool, workers: int
+) -> dict[str, Any]:
+    runs = 2 if quick else 3
+    n_single = 10 if quick else 300
+    batch_size = 20 if quick else 500
+    single, rest = split.train[:n_single], split.train[n_single:]
+    result: dict[str, Any] = {}
+
+    # Training: each run trains messages not trained before (training is idempotent).
+    single_runs = [
+        run_load(server, train_single_requests(part), clients=1) for part in chunks(single, runs)
+    ]
+    result["train_single"] = summarize_runs(single_runs)
+    parts = chunks(rest, runs)
+    batch_runs = [
+        run_load(server, train_batch_requests(part, batch_size), clients=workers) for part in parts
+    ]
+    result["train_batch"] = {
+        "batch_size": batch_size,
+        "clients": workers,
+        "items_per_s": _per_item(batch_runs, parts),  # messages/s; latencies are per batch
+        "errors": sum(r.errors for r in batch_runs),
+    }
+
+    requests = classify_requests(split.test)
+    closed: dict[int, Any] = {}
+    for clients in (1, 10, 50):
+        total = (
+            {1: 10, 10: 30, 50: 100}[clients] if quick else {1: 300, 10: 1000, 50: 2000}[clients]
+        )
+        run_load(server, requests, clients=clients, total=min(total, 50))  # warm up
+        closed[clients] = summarize_runs(
+            [run_load(server, requests, clients=clients, total=total) for _ in range(runs)]
+        )
+    result["classify_single"] = closed
+    saturation = closed[50]["items_per_s"]["median"] or 1.0
+    rate = round(saturation / 2, 1)
+    result["classify_single_open_loop"] = {
+        "clients": 50,
+        "rate_per_s": rate,
+        **summarize_runs(
+            [
+                run_load(
+                    server,
+                    requests,
+                    clients=50,
+                    total=max(int(rate * (1 if quick else 4)), 20),
+                    rate_per_s=rate,
+                )
+                for _ in range(runs)
+            ]
+        ),
+    }
+    batch_requests = classify_batch_requests(split.test, 100)
+    batch_classify = [
+        run_load(server, batch_requests, clients=workers, total=len(batch_requests))
+        for _ in range(runs)
+    ]
+    result["classify_batch"] = {
+        "batch_size": 100,
+        "clients": workers,
+        "items_per_s": _per_item(batch_classify, [split.test] * runs),
+        "errors": sum(r.errors for r in batch_classify),
+    }
+    rss = server.rss_bytes()
+    result["rss_bytes"] = {str(pid): size for pid, size in rss.items()}
+    return result
+
+
+def _per_item(results: list[LoadResult], parts: list[list[Any]]) -> dict[str, Any]:
+    return summary(
+        [len(part) / r.seconds for r, part in zip(results, parts, strict=True)], digits=1
+    )
+
+
+def run(quick: bool, postgres_url: str | None) -> dict[str, Any]:
+    split = data.split(
+        "spamassassin", train_limit=50 if quick else None, test_limit=50 if quick else None
+    )
+    kinds = ["sqlite"] + (["postgresql"] if postgres_url else [])
+    worker_counts = (1,) if quick else (1, 2)
+    results: dict[str, Any] = {"servers": {}}
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="spamsift-bench-") as tmp:
+        for kind in kinds:
+            for workers in worker_counts:
+                with (
+                    fresh_database(kind, Path(tmp), postgres_url) as url,
+                    serve(url, workers=workers, folder=Path(tmp)) as server,
+                ):
+                    measured = measure_server(server, split, quick=quick, workers=workers)
+                key = f"{kind}/workers={workers}"
+                results["servers"][key] = measured
+                rows.extend(_rows(kind, workers, measured))
+    if not postgres_url:
+        results["servers"]["postgresql"] = {
+            "skipped": "no PostgreSQL URL (--postgres or SPAMSIFT_TEST_POSTGRES_URL)"
+        }
+    results["table"] = rows
+    results["notes"] = [
+        "the load generator (asyncio, one keep-alive connection per client) runs on the same "
+        "2 cores as the server and takes CPU from it",
+        "closed loop: latency = clients / throughput (Little's law) once the server is "
+        "saturated; open loop: 50 clients at half the closed-loop throughput, latency from "
+        "the scheduled send time",
+        "server log level warning (no access log)",
+    ]
+    return results
+
+
+def _rows(kind: str, workers: int, m: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+
+    def add(what: str, entry: dict[str, Any]) -> None:
+        rows.append(
+            {
+                "database": kind,
+                "workers": workers,
+                "what": what,
+                "msg/s": entry["items_per_s"],
+                "p50 ms": entry.get("p50_ms", {}).get("median", "—"),
+                "p95 ms": entry.get("p95_ms", {}).get("median", "—"),
+                "p99 ms": entry.get("p99_ms", {}).get("median", "—"),
+                "errors": entry.get("errors", 0),
+            }
+        )
+
+    add("train single, 1 client", m["train_single"])
+    train = m["train_batch"]
+    add(f"train batch of {train['batch_size']}, {train['clients']} clients", train)
+    for clients, entry in m["classify_single"].items():
+        add(f"classify single, {clients} clients", entry)
+    open_loop = m["classify_single_open_loop"]
+    add(f"classify single, 50 clients open loop {open_loop['rate_per_s']}/s", open_loop)
+    batch = m["classify_batch"]
+    add(f"classify batch of 100, {batch['clients']} clients", batch)
+    return rows

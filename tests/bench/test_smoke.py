@@ -1,0 +1,53 @@
+"""The benchmark suite's quick mode runs every part and writes every section (no timings
+are asserted: speed goals live in bench/, not in tests)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PARTS = ("scoring", "tokenize", "http", "bogofilter", "memory")
+
+
+@pytest.mark.corpus
+@pytest.mark.timeout(900)
+def test_quick_bench_writes_every_section(tmp_path: Path) -> None:
+    corpora = Path(os.environ.get("SPAMSIFT_CORPORA", REPO.parent / "shared" / "corpora"))
+    if not (corpora / "spamassassin" / "messages.jsonl.gz").exists():
+        pytest.skip(f"no shared corpora at {corpora}")
+    out = tmp_path / "bench.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--json", str(out)],
+        cwd=REPO,
+        env={**os.environ, "SPAMSIFT_CORPORA": str(corpora)},
+        capture_output=True,
+        text=True,
+        timeout=880,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["quick"] is True
+    assert set(report["parts"]) == set(PARTS)
+    for name in PARTS:
+        part = report["parts"][name]
+        assert "error" not in part, part.get("traceback")
+        assert part["table"], f"{name} printed no table"
+    assert {"multinomial", "bernoulli", "robinson-fisher"} <= set(report["parts"]["scoring"])
+    assert set(report["parts"]["tokenize"]["linearity"]) == {"long words", "deep html", "base64"}
+    servers = report["parts"]["http"]["servers"]
+    assert "sqlite/workers=1" in servers
+    for measured in servers.values():
+        if "skipped" not in measured:
+            assert measured["classify_single"]["50"]["errors"] == 0
+    peer = report["parts"]["bogofilter"]
+    assert "spamsift_in_process_sqlite_1_process" in peer
+    assert "spamsift_http_2_workers_sqlite" in peer
+    assert "status" in peer["bogofilter"]  # found, installed, or why it is absent
+    assert report["parts"]["memory"]["sqlite"]["rss_loaded_bytes"] > 0
+    assert "bench" in done.stdout
