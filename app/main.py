@@ -8,10 +8,12 @@ from typing import Any
 
 from fastapi import FastAPI
 from pydantic import TypeAdapter
+from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 
 from app.api.auth import install_auth
 from app.api.error_responses import ErrorBody, install_error_handlers
 from app.api.limits import RequestGuard
+from app.api.middleware import RequestLog
 from app.api.routes import health, messages, models
 from app.api.routes.metrics import install_metrics
 from app.api.schemas import ClassifyRequest, FeedbackRequest, TrainRequest
@@ -43,13 +45,22 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         version="0.1.0",
         description=DESCRIPTION,
         lifespan=lifespan,
-        max_body_size=settings.max_request_bytes,
     )
-    app.add_middleware(RequestGuard, receive_timeout_seconds=settings.receive_timeout_seconds)
+    # Starlette's request body limit, here rather than as FastAPI(max_body_size=...) so that it
+    # sits inside the guard (which answers Content-Length overs with the JSON error body) and
+    # the request log (so its 413s are logged, counted and carry X-Request-ID).
+    app.add_middleware(RequestBodyLimitMiddleware, max_body_size=settings.max_request_bytes)
+    app.add_middleware(
+        RequestGuard,
+        receive_timeout_seconds=settings.receive_timeout_seconds,
+        max_request_bytes=settings.max_request_bytes,
+    )
     app.state.runtime = rt
     install_error_handlers(app)
     install_auth(app, key_guard)
-    install_metrics(app)
+    metrics = install_metrics(app, rt)
+    # Outermost, so its line and timing cover the guards' refusals too.
+    app.add_middleware(RequestLog, metrics=metrics, openapi=lambda: app.openapi())
     app.include_router(health.router)
     app.include_router(models.router)
     app.include_router(messages.router)

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from app.config import Settings
+from app.cli.targets import local_database
 from app.errors import SpamsiftError
-from app.service.keys import SCOPES, ApiKey, create_key, list_keys, revoke_key
-from app.store.engine import Database
-from app.store.migrate import upgrade_schema
+
+if TYPE_CHECKING:  # loaded when a keys command runs, not for every `spamsift` start
+    from app.service.keys import ApiKey
+
+SCOPES = ("classify", "train", "admin")  # as app.service.keys.SCOPES, which checks them again
 
 
 def add_keys_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -52,20 +53,11 @@ def add_keys_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
     revoke.set_defaults(run=run_keys_revoke)
 
 
-@contextmanager
-def _local_database() -> Iterator[Database]:
-    settings = Settings()
-    db = Database(settings.database_url, lock_timeout_seconds=settings.lock_timeout_seconds)
-    try:
-        upgrade_schema(db)  # as `db upgrade` does: a fresh database gets its tables
-        yield db
-    finally:
-        db.dispose()
-
-
 def run_keys_create(args: argparse.Namespace) -> int:
+    from app.service.keys import create_key
+
     try:
-        with _local_database() as db:
+        with local_database() as db:
             key, listing = create_key(db, scopes=args.scopes, models=args.models, name=args.name)
     except SpamsiftError as error:
         print(f"spamsift keys create: {error.message}", file=sys.stderr)
@@ -77,8 +69,10 @@ def run_keys_create(args: argparse.Namespace) -> int:
 
 
 def run_keys_list(_: argparse.Namespace) -> int:
+    from app.service.keys import list_keys
+
     try:
-        with _local_database() as db:
+        with local_database() as db:
             keys = list_keys(db)
     except SpamsiftError as error:
         print(f"spamsift keys list: {error.message}", file=sys.stderr)
@@ -106,8 +100,10 @@ def run_keys_list(_: argparse.Namespace) -> int:
 
 
 def run_keys_revoke(args: argparse.Namespace) -> int:
+    from app.service.keys import list_keys, revoke_key
+
     try:
-        with _local_database() as db:
+        with local_database() as db:
             revoked = revoke_key(db, key=args.key)
             active = [key for key in list_keys(db) if key.revoked_at is None]
     except SpamsiftError as error:

@@ -1,12 +1,25 @@
-"""Prometheus metrics: requests by route and status, and their latency (SPEC §6 `/metrics`).
+"""Prometheus metrics (SPEC §6 `/metrics`), in two kinds.
 
-Each app has its own registry, so several apps in one process (tests) never share counters.
+Of this server (its processes): HTTP requests by method, route template and status, their
+latency, and database errors. Each app has its own registry, so several apps in one process
+(tests) never share counters. With several worker processes (`spamsift serve --workers N`)
+prometheus-client's multiprocess mode sums every worker's counters in whichever worker
+answers the scrape: `PROMETHEUS_MULTIPROC_DIR` names the directory where each worker keeps
+its values (`spamsift serve` makes and empties one).
+
+Of each model, read at scrape time by a collector: vocabulary size, generation and trained
+messages from the live models, and all-time activity (classifications by verdict, trainings,
+feedback, corrections, forgotten messages) from the database counters that /stats sums. These
+count every process and host sharing the database: aggregate them across several spamsift
+instances with max(), not sum().
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable
+import inspect
+import logging
+import os
+from collections.abc import Iterator
 
 from fastapi import APIRouter, FastAPI, Request, Response
 from prometheus_client import (
@@ -16,52 +29,181 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+from starlette.responses import Response as StarletteResponse
 
 from app.api.auth import AUTH_ERRORS, requires
+from app.errors import DatabaseUnavailable, SpamsiftError
+from app.service.model_figures import ModelFigures, read_model_figures
+from app.service.runtime import Runtime
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["health"], dependencies=[requires("admin")], responses=AUTH_ERRORS)
 
+MULTIPROCESS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+# Methods are counted by name only when they are HTTP's own: a client cannot grow the label set.
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
 
 class HttpMetrics:
-    """The counters of one app."""
+    """The counters of one app, and the registry /metrics exposes."""
 
-    def __init__(self) -> None:
+    def __init__(self, runtime: Runtime, *, multiprocess_dir: str | None = None) -> None:
+        self.multiprocess_dir = multiprocess_dir
         self.registry = CollectorRegistry()
+        # First, so that a database error it meets is in the same scrape's counters.
+        self.models = ModelCollector(runtime, self)
+        self.registry.register(self.models)
         self.requests = Counter(
             "spamsift_http_requests",
             "HTTP requests answered, by method, route template and status",
             ["method", "route", "status"],
             registry=self.registry,
         )
-        self.seconds = Histogram(
-            "spamsift_http_request_seconds",
-            "Time to answer an HTTP request, by method and route template",
+        self.duration = Histogram(
+            "spamsift_http_request_duration_seconds",
+            "Time from the request's arrival to the end of its answer, by method and route",
             ["method", "route"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.database_errors = Counter(
+            "spamsift_database_errors",
+            "Requests that failed because the database was unreachable or stayed locked (503), "
+            "by route template; route /metrics counts failed reads of the model figures",
+            ["route"],
             registry=self.registry,
         )
 
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        method = method if method in KNOWN_METHODS else "other"
+        self.requests.labels(method, route, str(status)).inc()
+        self.duration.labels(method, route).observe(seconds)
 
-def install_metrics(app: FastAPI) -> None:
-    """Count every request by its route template (never its path: names and ids stay out)."""
-    metrics = HttpMetrics()
+    def exposition(self) -> bytes:
+        """The Prometheus text of this server: all its workers' counters in multiprocess mode."""
+        if self.multiprocess_dir is None:
+            return generate_latest(self.registry)
+        registry = CollectorRegistry()
+        registry.register(self.models)
+        MultiProcessCollector(registry, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]
+        return generate_latest(registry)
+
+
+class ModelCollector(Collector):
+    """Per-model figures, read when scraped (a database error leaves them out of that scrape)."""
+
+    def __init__(self, runtime: Runtime, metrics: HttpMetrics) -> None:
+        self.runtime = runtime
+        self.metrics = metrics
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(_model_families([]))
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            figures = read_model_figures(self.runtime)
+        except DatabaseUnavailable:
+            self.metrics.database_errors.labels("/metrics").inc()
+            log.warning("model figures left out of /metrics: the database is unavailable")
+            figures = []
+        return iter(_model_families(figures))
+
+
+def _model_families(figures: list[ModelFigures]) -> list[Metric]:
+    generation = GaugeMetricFamily(
+        "spamsift_model_generation",
+        "Generation of the model this process holds (bumped by every training write)",
+        labels=["model"],
+    )
+    vocabulary = GaugeMetricFamily(
+        "spamsift_model_vocabulary_tokens",
+        "Distinct tokens counted in at least one trained message",
+        labels=["model"],
+    )
+    messages = GaugeMetricFamily(
+        "spamsift_model_trained_messages",
+        "Trained messages by class",
+        labels=["model", "class"],
+    )
+    classifications = CounterMetricFamily(
+        "spamsift_classifications",
+        "Messages classified, by verdict (all processes sharing the database)",
+        labels=["model", "verdict"],
+    )
+    trainings = CounterMetricFamily(
+        "spamsift_trainings",
+        "Messages learned or moved to another class by train, batch and feedback "
+        "(all processes sharing the database)",
+        labels=["model"],
+    )
+    feedback = CounterMetricFamily(
+        "spamsift_feedback",
+        "Feedback requests applied (all processes sharing the database)",
+        labels=["model"],
+    )
+    corrections = CounterMetricFamily(
+        "spamsift_feedback_corrections",
+        "Feedback whose label differs from the verdict or from the trained label "
+        "(all processes sharing the database)",
+        labels=["model"],
+    )
+    forgotten = CounterMetricFamily(
+        "spamsift_forgotten_messages",
+        "Trained messages forgotten (all processes sharing the database)",
+        labels=["model"],
+    )
+    for model in figures:
+        generation.add_metric([model.name], model.generation)
+        vocabulary.add_metric([model.name], model.vocabulary)
+        for label, count in model.messages.items():
+            messages.add_metric([model.name, label], count)
+        classes = tuple(model.messages)
+        verdicts = (*classes, "unsure") if set(classes) == {"ham", "spam"} else classes
+        for verdict in verdicts:
+            classifications.add_metric(
+                [model.name, verdict], model.events.get(f"verdict:{verdict}", 0)
+            )
+        trainings.add_metric([model.name], model.events.get("trained", 0))
+        feedback.add_metric([model.name], model.events.get("feedback", 0))
+        corrections.add_metric([model.name], model.events.get("corrections", 0))
+        forgotten.add_metric([model.name], model.events.get("forgotten", 0))
+    return [
+        generation,
+        vocabulary,
+        messages,
+        classifications,
+        trainings,
+        feedback,
+        corrections,
+        forgotten,
+    ]
+
+
+def install_metrics(app: FastAPI, runtime: Runtime) -> HttpMetrics:
+    """Give the app its metrics and /metrics; count the database errors its requests meet."""
+    metrics = HttpMetrics(runtime, multiprocess_dir=os.environ.get(MULTIPROCESS_DIR_VARIABLE))
     app.state.metrics = metrics
+    answer_error = app.exception_handlers[SpamsiftError]
 
-    @app.middleware("http")
-    async def count_requests(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        start = time.perf_counter()
-        response = await call_next(request)
+    async def database_unavailable(request: Request, error: Exception) -> StarletteResponse:
         route = getattr(request.scope.get("route"), "path", "unmatched")
-        metrics.requests.labels(request.method, route, str(response.status_code)).inc()
-        metrics.seconds.labels(request.method, route).observe(time.perf_counter() - start)
-        return response
+        metrics.database_errors.labels(route).inc()
+        response = answer_error(request, error)
+        return await response if inspect.isawaitable(response) else response
 
+    app.add_exception_handler(DatabaseUnavailable, database_unavailable)
     app.include_router(router)
+    return metrics
 
 
 @router.get("/metrics", response_class=Response)
 def metrics(request: Request) -> Response:
-    """Prometheus exposition: request counts and latencies of this process."""
-    registry: CollectorRegistry = request.app.state.metrics.registry
-    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+    """Prometheus exposition: this server's requests, latencies and database errors, and each
+    model's size and activity."""
+    http_metrics: HttpMetrics = request.app.state.metrics
+    return Response(http_metrics.exposition(), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,60 @@
+"""`spamsift serve` and `spamsift db upgrade`: run the HTTP API, migrate the schema."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_serve_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = commands.add_parser("serve", help="run the HTTP API (brings the schema up to date)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--workers", type=int, default=1, help="server processes (default 1)")
+    serve.add_argument(
+        "--limit-concurrency",
+        type=int,
+        default=None,
+        metavar="N",
+        help="answer 503 at once beyond N requests and connections in flight per worker, "
+        "instead of queueing them (uvicorn's limit_concurrency; default: no limit)",
+    )
+    serve.set_defaults(run=run_serve)
+
+    db = commands.add_parser("db", help="database maintenance")
+    db_commands = db.add_subparsers(title="db commands")
+    upgrade = db_commands.add_parser("upgrade", help="apply pending schema migrations")
+    upgrade.set_defaults(run=run_db_upgrade)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from app.serving import ServeError, serve
+
+    try:  # app/serving.py: settings checked, JSON logs, schema upgraded, then uvicorn
+        serve(
+            host=args.host,
+            port=args.port,
+            workers=args.workers,
+            limit_concurrency=args.limit_concurrency,
+        )
+    except ServeError as error:  # a bad setting or an unusable database: one line, exit 2
+        print(f"spamsift serve: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def run_db_upgrade(_: argparse.Namespace) -> int:
+    from app.serving import ServeError, load_settings, upgrade_database
+    from app.store.engine import Database
+    from app.store.migrate import current_revision
+
+    try:  # a bad setting or an unusable database: one line, exit 2 (as serve)
+        settings = load_settings()
+        upgrade_database(settings)
+    except ServeError as error:
+        print(f"spamsift db upgrade: {error}", file=sys.stderr)
+        return 2
+    db = Database(settings.database_url, lock_timeout_seconds=settings.lock_timeout_seconds)
+    print(f"database at revision {current_revision(db)}")
+    db.dispose()
+    return 0
