@@ -20,6 +20,7 @@ import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal, TypeVar, cast, get_args
 
 import numpy as np
@@ -624,7 +625,7 @@ class Classifier:
             min_df=config.min_df,
             max_vocab=config.max_vocab,
             stop_words=config.stop_words,
-            token_lookup=self.table.lookup,
+            token_lookup=partial(self.table.lookup, exact=True),
         )
 
     def _clues(

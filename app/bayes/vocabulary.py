@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 
@@ -28,7 +29,7 @@ def select_vocabulary(
         min_df=min_df,
         max_vocab=max_vocab,
         stop_words=stop_words,
-        token_lookup=table.lookup,
+        token_lookup=partial(table.lookup, exact=True),
     )
 
 

@@ -311,7 +311,7 @@ def _token_ids(
     they first appear.
     """
     texts = list(chain.from_iterable(item.token_texts or () for item in items))
-    ids = live.table.lookup(texts)
+    ids = live.table.lookup(texts, exact=True)
     unknown = np.flatnonzero(ids < 0).tolist()
     new_texts = list(dict.fromkeys([texts[position] for position in unknown]))
     new_ids = np.zeros(0, dtype=np.int64)

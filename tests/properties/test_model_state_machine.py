@@ -215,7 +215,7 @@ def live_equals_stored(rt: Runtime, db: Database, name: str) -> None:
     live = rt.models.get(name)
     stored = rows(db, [tokens, *[t for t in PER_MODEL_TABLES if t.name != "tokens"]], name)
     n_tokens = len(stored["tokens"])
-    assert live.table.tokens == [row[2] for row in stored["tokens"]]  # (model, id, text, gen)
+    assert list(live.table.tokens) == [row[2] for row in stored["tokens"]]  # (model, id, text, gen)
     assert [row[1] for row in stored["tokens"]] == list(range(n_tokens))
     n_classes = len(live.classes)
     docs = np.zeros((n_classes, n_tokens), dtype=np.int64)

@@ -1,0 +1,169 @@
+"""TokenIndex: the id <-> text mapping of a model, against a plain dict and list."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.bayes.tokens import TokenIndex
+
+TEXTS = ["free", "viagra", "subject:hello", "url:example.com", "naïve", "日本語", "💊"]
+
+
+def weak_hash(text: str) -> int:
+    """Few distinct values, so most tokens share a hash with another."""
+    return len(text) % 3
+
+
+def test_texts_come_back_by_id_and_ids_by_text() -> None:
+    index = TokenIndex.from_texts(TEXTS)
+
+    assert len(index) == len(TEXTS)
+    assert list(index) == TEXTS
+    assert [index[i] for i in range(len(TEXTS))] == TEXTS
+    assert index[-1] == "💊"
+    assert index[1:3] == ["viagra", "subject:hello"]
+    assert index.lookup([*TEXTS, "unknown"]).tolist() == [*range(len(TEXTS)), -1]
+    assert "naïve" in index
+    assert "naive" not in index
+    assert index.index("日本語") == 5
+    with pytest.raises(ValueError, match="not a known token"):
+        index.index("naive")
+    with pytest.raises(IndexError):
+        index[len(TEXTS)]
+
+
+def test_from_texts_refuses_repeated_or_empty_texts_and_changes_nothing() -> None:
+    with pytest.raises(ValueError, match="has id 0, cannot place it at 2"):
+        TokenIndex.from_texts(["a", "b", "a"])
+    with pytest.raises(ValueError, match="non-empty"):
+        TokenIndex.from_texts(["a", ""])
+
+
+def test_interning_gives_unknown_tokens_the_next_ids_in_order_of_first_sight() -> None:
+    index = TokenIndex.from_texts(["a"])
+
+    ids = index.intern(["b", "a", "c", "b"])
+
+    assert ids.tolist() == [1, 0, 2, 1]
+    assert list(index) == ["a", "b", "c"]
+
+
+def test_placing_leaves_gaps_unnamed_and_refuses_conflicts_without_changing_anything() -> None:
+    index = TokenIndex()
+
+    placed = index.place(np.array([7, 2]), ["seven", "two"])
+
+    assert sorted(placed.tolist()) == [2, 7]
+    assert len(index) == 8
+    assert [index[0], index[2], index[7]] == ["", "two", "seven"]
+    assert index.place(np.array([2, 2]), ["two", "two"]).tolist() == []  # same pair: no-op
+    for ids, texts, message in [
+        ([2], ["deux"], "token id 2 is 'two', cannot place 'deux'"),
+        ([3], ["two"], "token 'two' has id 2, cannot place it at 3"),
+        ([4, 5], ["four", "four"], "token 'four' has id 4, cannot place it at 5"),
+        ([4, 4], ["four", "vier"], "token id 4 is 'four', cannot place 'vier'"),
+        ([-1], ["minus"], "token ids must be >= 0"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            index.place(np.array(ids), texts)
+        assert len(index) == 8
+        assert index.lookup(["four", "vier", "deux", "minus"]).tolist() == [-1] * 4
+
+
+def test_tokens_added_one_by_one_stay_found_across_merges() -> None:
+    index = TokenIndex()
+    texts = [f"token{i}" for i in range(20_000)]
+
+    for start in range(0, len(texts), 7):
+        index.intern(texts[start : start + 7])
+
+    assert index.lookup(texts).tolist() == list(range(len(texts)))
+    index.merge()
+    assert index.lookup([*texts, "token20000"]).tolist() == [*range(len(texts)), -1]
+
+
+def test_tokens_sharing_a_hash_are_told_apart_exactly() -> None:
+    texts = [f"t{i}" * (i % 5 + 1) for i in range(5000)]
+    index = TokenIndex.from_texts(texts, hash_function=weak_hash)
+    index.intern(["late", "later", "latest"])
+
+    assert index.lookup(texts).tolist() == list(range(len(texts)))
+    assert index.lookup(["late", "later", "latest"]).tolist() == [5000, 5001, 5002]
+    assert list(index)[:3] == texts[:3]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.booleans(),
+            st.lists(st.text(min_size=1, max_size=4), min_size=1, max_size=12),
+        ),
+        max_size=25,
+    )
+)
+def test_any_mix_of_interning_and_placing_matches_a_dict(
+    steps: list[tuple[bool, list[str]]],
+) -> None:
+    index = TokenIndex(hash_function=weak_hash)
+    reference: dict[str, int] = {}
+    size = 0
+    for by_place, texts in steps:
+        if by_place:  # the database hands out ids past the end, leaving a gap
+            new = [text for text in dict.fromkeys(texts) if text not in reference]
+            ids = np.arange(size + 1, size + 1 + len(new), dtype=np.int64)
+            index.place(ids, new)
+            reference.update(zip(new, ids.tolist(), strict=True))
+            size += len(new) + 1 if new else 0
+        else:
+            index.intern(texts)
+            for text in texts:
+                if text not in reference:
+                    reference[text] = size
+                    size += 1
+        assert len(index) == size
+        known = list(reference)
+        assert index.lookup(known).tolist() == [reference[text] for text in known]
+        assert all(index[token_id] == text for text, token_id in reference.items())
+
+
+def test_a_large_index_costs_a_few_dozen_bytes_a_token() -> None:
+    n = 200_000
+    index = TokenIndex.from_texts([f"w{i:07x}" for i in range(n)])
+    index.intern([f"x{i}" for i in range(1000)])
+
+    # About 48 bytes a token just after the id arrays doubled; a dict and list of str
+    # cost ~135 bytes a token.
+    assert index.nbytes() / n < 50
+
+
+def test_a_copy_and_a_pickled_index_in_another_process_find_every_token() -> None:
+    texts = [f"token{i}" for i in range(6000)]
+    index = TokenIndex()
+    index.place(np.arange(2, 6002), texts)  # ids 0 and 1 left unnamed
+    index.intern(["late"])
+    twin = index.copy()
+    twin.intern(["only in the copy"])
+
+    assert index.lookup(["only in the copy"]).tolist() == [-1]
+    assert twin.lookup([*texts, "late"]).tolist() == [*range(2, 6002), 6002]
+    script = (
+        "import pickle, sys; index = pickle.load(sys.stdin.buffer); "
+        "print(index.lookup(sys.argv[1:]).tolist(), len(index), repr(index[0]))"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script, "token0", "late", "token5999", "nothing"],
+        input=pickle.dumps(index),
+        capture_output=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "random"},
+    )
+    assert completed.stdout.decode().split() == ["[2,", "6002,", "6001,", "-1]", "6003", "''"]
