@@ -88,10 +88,10 @@ def check_message_id(message_id: str) -> None:
 
 
 def token_digest(token_counts: dict[str, int]) -> str:
-    digest = hashlib.sha256()
-    for token in sorted(token_counts):
-        digest.update(f"{token}\t{token_counts[token]}\n".encode())
-    return digest.hexdigest()
+    """sha256 of the lines "token<TAB>count" in token order (stored in message keys: the
+    bytes hashed must never change)."""
+    lines = [f"{token}\t{token_counts[token]}\n" for token in sorted(token_counts)]
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
 
 
 def message_key(message_id: str, digest: str) -> str:

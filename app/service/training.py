@@ -311,16 +311,20 @@ def _token_ids(
     they first appear.
     """
     texts = list(chain.from_iterable(item.token_texts or () for item in items))
-    ids = live.table.lookup(texts, exact=True)
-    unknown = np.flatnonzero(ids < 0).tolist()
-    new_texts = list(dict.fromkeys([texts[position] for position in unknown]))
+    # Each distinct text is looked up (exactly: its stored text compared) once, not once per
+    # message it is in.
+    distinct = list(dict.fromkeys(texts))
+    distinct_ids = live.table.lookup(distinct, exact=True)
+    unknown = np.flatnonzero(distinct_ids < 0)
+    new_texts = [distinct[position] for position in unknown.tolist()]
     new_ids = np.zeros(0, dtype=np.int64)
     if new_texts:
         first_id = allocate_token_ids(conn, live.id, len(new_texts))
         insert_tokens(conn, live.id, first_id=first_id, texts=new_texts, generation=generation)
         new_ids = np.arange(first_id, first_id + len(new_texts), dtype=np.int64)
-        given = dict(zip(new_texts, new_ids.tolist(), strict=True))
-        ids[unknown] = [given[texts[position]] for position in unknown]
+        distinct_ids[unknown] = new_ids
+    id_of = dict(zip(distinct, distinct_ids.tolist(), strict=True))
+    ids = np.fromiter(map(id_of.__getitem__, texts), np.int64, len(texts))
     item_tokens: list[tuple[IntArray, IntArray]] = []
     start = 0
     for item in items:
