@@ -39,13 +39,20 @@ def time_interleaved(
     works: dict[str, Callable[[], object]], *, runs: int, warmup: int = 1
 ) -> dict[str, tuple[list[float], list[float]]]:
     """Return per name the wall and CPU seconds of `runs` calls, the names taking turns run
-    by run, so that a busy machine weighs on each alike. CPU time is this process's."""
+    by run, so that a busy machine weighs on each alike. CPU time is this process's.
+
+    The order rotates by one each run, so that no work always runs right after the same other
+    one (and so always starts with the caches that one left).
+    """
     for work in works.values():
         for _ in range(warmup):
             work()
     timings: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in works}
-    for _ in range(runs):
-        for name, work in works.items():
+    names = list(works)
+    for run in range(runs):
+        shift = run % len(names)
+        for name in names[shift:] + names[:shift]:
+            work = works[name]
             cpu, started = time.process_time(), time.perf_counter()
             work()
             timings[name][0].append(time.perf_counter() - started)
