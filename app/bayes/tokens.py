@@ -309,7 +309,8 @@ def _distinct(
     """Drop repeats of the same (id, text); a text under two ids, or an id under two texts,
     is a ValueError."""
     hashes = np.sort(np.fromiter(map(hash_function, texts), np.int64, len(texts)))
-    if not (hashes[1:] == hashes[:-1]).any() and np.unique(token_ids).size == token_ids.size:
+    sorted_ids = np.sort(token_ids)
+    if not (hashes[1:] == hashes[:-1]).any() and not (sorted_ids[1:] == sorted_ids[:-1]).any():
         return token_ids, texts  # the usual case, without a Python object per token
     by_text: dict[str, int] = {}
     by_id: dict[int, str] = {}
