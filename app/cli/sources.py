@@ -6,7 +6,8 @@
 - any other file is one message;
 - a folder with `cur/` or `new/` is a Maildir: the files of `cur/` and `new/` (not `tmp/`,
   which holds deliveries in progress, and not its sub-folders, which are other mailboxes);
-- any other folder is read recursively, in name order, skipping hidden files.
+- any other folder is read recursively, in name order, skipping hidden files;
+- `-` is standard input: an mbox when it starts with `From `, else one message.
 
 A message's message_id is its Message-ID header, else the corpus line's `id`, else none (the
 service then names it `sha256:<hex>` of its bytes). X-Spamsift-* headers are dropped first.
@@ -15,16 +16,19 @@ service then names it `sha256:<hex>` of its bytes). X-Spamsift-* headers are dro
 from __future__ import annotations
 
 import gzip
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
 from app.cli.corpora import is_corpus, parse_corpus_line
 from app.cli.mail import message_id_of, strip_own_headers
 from app.service.messages import Message
 
-Kind = Literal["corpus", "mbox", "message"]
+Kind = Literal["corpus", "mbox", "message", "stdin"]
+STDIN = Path("-")
 
 
 @dataclass(frozen=True)
@@ -56,7 +60,12 @@ def find_sources(paths: list[Path]) -> tuple[list[Source], list[Unusable]]:
     sources: list[Source] = []
     missing: list[Unusable] = []
     for path in paths:
-        if path.is_dir():
+        if path == STDIN:
+            if any(source.kind == "stdin" for source in sources):
+                missing.append(Unusable("-", "standard input given twice"))
+            else:
+                sources.append(Source(path, "stdin", 0))
+        elif path.is_dir():
             _walk_folder(path, sources)
         elif path.is_file():
             sources.append(_source(path))
@@ -74,7 +83,10 @@ def read_sources(
             if source.kind == "corpus":
                 yield from _read_corpus(source.path, advance)
             elif source.kind == "mbox":
-                yield from _read_mbox(source.path, max_message_bytes, advance)
+                with source.path.open("rb") as file:
+                    yield from _read_mbox(str(source.path), file, max_message_bytes, advance)
+            elif source.kind == "stdin":
+                yield from _read_stdin(sys.stdin.buffer, max_message_bytes, advance)
             else:
                 yield _read_message(source, max_message_bytes)
                 advance(source.size_bytes)
@@ -125,44 +137,61 @@ def _read_message(source: Source, max_message_bytes: int) -> Item | Unusable:
     return Item(to_message(raw), None, str(source.path))
 
 
+def _read_stdin(
+    stream: BinaryIO, max_message_bytes: int, advance: Callable[[int], None]
+) -> Iterator[Item | Unusable]:
+    """Standard input as an mbox (it starts with `From `) or as one message."""
+    first = stream.readline(max_message_bytes + 1)
+    if first.startswith(b"From "):
+        yield from _read_mbox("-", chain([first], stream), max_message_bytes, advance)
+        return
+    raw = first + stream.read(max_message_bytes + 1 - len(first))
+    advance(len(raw))
+    if len(raw) > max_message_bytes:
+        yield Unusable("-", f"over the message size limit ({max_message_bytes} B)")
+    elif not raw.strip():
+        yield Unusable("-", "empty input")
+    else:
+        yield Item(to_message(raw), None, "-")
+
+
 def _read_mbox(
-    path: Path, max_message_bytes: int, advance: Callable[[int], None]
+    name: str, lines: Iterable[bytes], max_message_bytes: int, advance: Callable[[int], None]
 ) -> Iterator[Item | Unusable]:
     """Split an mbox on `From ` lines that follow a blank line, reading it line by line."""
     number = 0
-    lines: list[bytes] = []
+    message: list[bytes] = []
     size = 0
     too_large = False
 
     def finish() -> Item | Unusable | None:
         if number == 0:
             return None
-        origin = f"{path}:{number}"
+        origin = f"{name}:{number}"
         if too_large:
             return Unusable(origin, f"over the message size limit ({max_message_bytes} B)")
-        body = lines[:-1] if lines and lines[-1].strip() == b"" else lines  # the separator
+        body = message[:-1] if message and message[-1].strip() == b"" else message  # separator
         raw = b"".join(body)
         if not raw.strip():
             return Unusable(origin, "empty message")
         return Item(to_message(raw), None, origin)
 
     previous_blank = True
-    with path.open("rb") as file:
-        for line in file:
-            advance(len(line))
-            if previous_blank and line.startswith(b"From "):
-                done = finish()
-                if done is not None:
-                    yield done
-                number += 1
-                lines, size, too_large = [], 0, False
-            else:
-                size += len(line)
-                if size > max_message_bytes:
-                    too_large, lines = True, []
-                elif not too_large:
-                    lines.append(line)
-            previous_blank = line.strip() == b""
+    for line in lines:
+        advance(len(line))
+        if previous_blank and line.startswith(b"From "):
+            done = finish()
+            if done is not None:
+                yield done
+            number += 1
+            message, size, too_large = [], 0, False
+        else:
+            size += len(line)
+            if size > max_message_bytes:
+                too_large, message = True, []
+            elif not too_large:
+                message.append(line)
+        previous_blank = line.strip() == b""
     done = finish()
     if done is not None:
         yield done

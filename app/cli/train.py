@@ -45,7 +45,8 @@ def add_train_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         help="train messages from files, folders, mbox files, Maildirs and .jsonl[.gz] corpora",
         description="Train every message found under PATH… as --label. Folders are read "
         "recursively; a folder with cur/ or new/ is a Maildir; a file starting with 'From ' "
-        "is an mbox; .jsonl and .jsonl.gz corpora carry their own labels.",
+        "is an mbox; .jsonl and .jsonl.gz corpora carry their own labels; - is standard "
+        "input (an mbox or one message).",
     )
     train.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     train.add_argument(
@@ -137,8 +138,9 @@ def run_train(args: argparse.Namespace) -> int:
     on_terminal = not args.no_progress and sys.stderr.isatty()
     # A terminal that tells no size (0 x 0, e.g. a fresh pty) still gets a bar.
     size = os.get_terminal_size(sys.stderr.fileno()) if on_terminal else None
+    from_stdin = any(source.kind == "stdin" for source in sources)
     bar = tqdm(
-        total=sum(source.size_bytes for source in sources),
+        total=None if from_stdin else sum(source.size_bytes for source in sources),
         unit="B",
         unit_scale=True,
         desc="training",

@@ -116,6 +116,47 @@ def test_refused_messages_are_listed_with_their_reason_and_the_rest_is_trained(
     assert counts(cli.database_url).class_totals[1][0] == 7
 
 
+def test_standard_input_is_an_mbox_or_one_message(cli: Cli, tmp_path: Path) -> None:
+    mbox = write_mbox(tmp_path / "spam.mbox", [spam_bytes(i) for i in range(3)]).read_bytes()
+
+    from_mbox = cli.ok("train", "--label", "spam", "-", input=mbox)
+    one = cli.ok("train", "--label", "ham", "-", input=ham_bytes(7))
+
+    assert summary(from_mbox) == {"trained": 3, "already known": 0, "relabelled": 0, "refused": 0}
+    assert summary(one) == {"trained": 1, "already known": 0, "relabelled": 0, "refused": 0}
+    stored = counts(cli.database_url)
+    assert (stored.class_totals[0][0], stored.class_totals[1][0]) == (1, 3)
+    message_ids = {message_id for message_id, _ in stored.trained.values()}
+    assert {"<spam0@lottery.example>", "<spam2@lottery.example>", "<ham7@example.org>"} <= (
+        message_ids
+    )
+
+
+def test_standard_input_that_is_empty_too_large_or_named_twice_is_refused(
+    cli: Cli, tmp_path: Path
+) -> None:
+    empty = cli.ok("train", "--label", "spam", "-", input=b"\n\n")
+    too_large = cli(
+        "train",
+        "--label",
+        "spam",
+        "-",
+        input=spam_bytes(1) + b"x" * 5000,
+        env={"SPAMSIFT_MAX_MESSAGE_BYTES": "4096"},
+    )
+    twice = cli.ok("train", "--label", "spam", "-", "-", input=spam_bytes(2))
+    unlabelled = cli("train", "-", input=spam_bytes(3))
+
+    assert summary(empty)["refused"] == 1
+    assert "empty input: -" in empty
+    assert too_large.returncode == 0, too_large.stderr
+    assert "over the message size limit (4096 B): -" in too_large.stdout.decode()
+    assert summary(twice) == {"trained": 1, "already known": 0, "relabelled": 0, "refused": 1}
+    assert "standard input given twice" in twice
+    assert unlabelled.returncode == 2
+    assert counts(cli.database_url).class_totals[1][0] == 1
+
+
 def test_train_needs_a_label_for_mail_files(cli: Cli, tmp_path: Path) -> None:
     folder = write_eml_folder(tmp_path / "eml", [spam_bytes(1)])
 
