@@ -91,10 +91,10 @@ class TokenIndex(Sequence[str]):
         return map(self._text, range(self._size))
 
     def __contains__(self, token: object) -> bool:
-        return isinstance(token, str) and bool(token) and int(self.lookup([token])[0]) >= 0
+        return isinstance(token, str) and bool(token) and self._exact_id(token) >= 0
 
     def index(self, token: object, start: int = 0, stop: int | None = None) -> int:
-        token_id = int(self.lookup([token])[0]) if isinstance(token, str) and token else -1
+        token_id = self._exact_id(token) if isinstance(token, str) and token else -1
         if token_id < 0 or not start <= token_id < (self._size if stop is None else stop):
             raise ValueError(f"{token!r} is not a known token")
         return token_id
@@ -223,6 +223,9 @@ class TokenIndex(Sequence[str]):
         self._index(ids, texts)
 
     # ----------------------------------------------------------------- internals
+
+    def _exact_id(self, token: str) -> int:
+        return int(self.lookup([token], exact=True)[0])
 
     def _text(self, token_id: int) -> str:
         start = int(self._starts[token_id])

@@ -97,6 +97,8 @@ def test_tokens_sharing_a_hash_are_told_apart_exactly() -> None:
 
     assert index.lookup(texts).tolist() == list(range(len(texts)))
     assert index.lookup(["late", "later", "latest"]).tolist() == [5000, 5001, 5002]
+    assert "never seen" not in index  # its weak hash is a known token's: compared exactly
+    assert index.lookup(["never seen"], exact=True).tolist() == [-1]
     assert list(index)[:3] == texts[:3]
 
 
