@@ -59,6 +59,9 @@ class ConfigFields(Strict):
     rf_strength: float | None = None
     rf_assumed: float | None = None
     rf_min_dev: float | None = None
+    min_train_tokens: int | None = Field(
+        default=None, description="fewest distinct tokens to train; default the server's"
+    )
 
     def options(self) -> dict[str, Any]:
         return self.model_dump(exclude_unset=True, exclude={"name", "classes"})

@@ -41,6 +41,9 @@ class ModelConfig(BaseModel):
     rf_strength: float = Field(default=0.03, gt=0, le=1000)
     rf_assumed: float = Field(default=0.5, gt=0, lt=1)
     rf_min_dev: float = Field(default=0.0, ge=0, lt=0.5)
+    # Fewest distinct tokens a message needs to be trained; None: SPAMSIFT_MIN_TRAIN_TOKENS.
+    # Per model, because short texts (SMS: 43 % have fewer than 11) need a lower floor than mail.
+    min_train_tokens: int | None = Field(default=None, ge=1, le=10_000)
 
     @model_validator(mode="after")
     def _thresholds_in_order(self) -> Self:

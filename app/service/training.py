@@ -128,7 +128,7 @@ def _train_batch(
             (rt.prepare(message, "train"), _class_index(live, label)) for message, label in items
         ]
     for index, (message, _) in enumerate(prepared):
-        _require_tokens(rt, message, f"items[{index}]: " if name_items else "")
+        _require_tokens(rt, live, message, f"items[{index}]: " if name_items else "")
     work = [_item_from_prepared(message, class_index) for message, class_index in prepared]
     return _write(rt, live, work, events={"trained": 0})
 
@@ -158,7 +158,7 @@ def _apply_feedback(
         prepared = rt.prepare(
             message if message_id is None else _with_id(message, message_id), "train"
         )
-        _require_tokens(rt, prepared)
+        _require_tokens(rt, live, prepared)
         items = [_item_from_prepared(prepared, class_index)]
         verdict = _classified_verdict(rt, live, prepared.message_id, prepared.message_key)
     else:
@@ -504,8 +504,11 @@ def _item_from_prepared(message: PreparedMessage, class_index: int) -> _Item:
     )
 
 
-def _require_tokens(rt: Runtime, message: PreparedMessage, where: str = "") -> None:
-    """Refuse to train a message cut by the time budget or with too few tokens.
+def _require_tokens(
+    rt: Runtime, live: LiveModel, message: PreparedMessage, where: str = ""
+) -> None:
+    """Refuse to train a message cut by the time budget or with fewer tokens than the model's
+    min_train_tokens (else the server's).
 
     A batch is all-or-nothing: one refused item refuses the batch, and `where` names it.
     """
@@ -514,7 +517,8 @@ def _require_tokens(rt: Runtime, message: PreparedMessage, where: str = "") -> N
             f"{where}tokenizing the message took longer than the time budget of "
             f"{rt.settings.train_time_budget_seconds:g} s; nothing was trained, retry later"
         )
-    found, needed = len(message.token_counts), rt.settings.min_train_tokens
+    found = len(message.token_counts)
+    needed = live.config.min_train_tokens or rt.settings.min_train_tokens
     if found < needed:
         raise TooFewTokens(
             f"{where}the message has {found} distinct tokens; training needs at least {needed}"

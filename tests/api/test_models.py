@@ -69,6 +69,8 @@ def test_a_bad_model_name_is_422(client: TestClient, name: str) -> None:
         ({"prior": "guess"}, "prior"),
         ({"min_df": 0}, "min_df"),
         ({"max_vocab": 0}, "max_vocab"),
+        ({"min_train_tokens": 0}, "min_train_tokens"),
+        ({"min_train_tokens": 10_001}, "min_train_tokens"),
         ({"spam_threshold": 1.5}, "spam_threshold"),
         ({"ham_threshold": 0.95, "spam_threshold": 0.9}, "ham_threshold"),
         ({"classes": ["only"]}, "classes"),
@@ -121,6 +123,35 @@ def test_patch_with_a_bad_value_is_422_and_keeps_the_old_config(client: TestClie
     assert response.status_code == 422
     assert "alpha" in response.json()["error"]["message"]
     assert client.get("/v1/models/default").json()["config"]["alpha"] == 2.0
+
+
+def test_a_model_may_train_shorter_messages_than_the_server_default(
+    client: TestClient,
+) -> None:
+    sms = {"label": "spam", "text": "WIN cash now txt 8007"}  # 6 distinct tokens with digits:4
+    created = client.post("/v1/models", json={"name": "sms", "min_train_tokens": 3})
+    assert created.status_code == 201, created.text
+    assert created.json()["config"]["min_train_tokens"] == 3
+    assert client.get("/v1/models/default").json()["config"]["min_train_tokens"] is None
+
+    assert client.post("/v1/models/sms/train", json=sms).status_code == 200
+    refused = client.post("/v1/models/default/train", json=sms)
+    assert refused.status_code == 422
+    assert error_code(refused) == "too_few_tokens"
+    assert "at least 11" in refused.json()["error"]["message"]
+
+    client.patch("/v1/models/sms", json={"min_train_tokens": 7})
+    raised = client.post("/v1/models/sms/train", json={**sms, "text": "free entry txt WIN 80082"})
+    assert raised.status_code == 422
+    assert "at least 7" in raised.json()["error"]["message"]
+    client.patch("/v1/models/sms", json={"min_train_tokens": None})  # back to the server's 11
+    assert (
+        "at least 11"
+        in client.post(
+            "/v1/models/sms/train", json={**sms, "text": "claim your free prize now"}
+        ).json()["error"]["message"]
+    )
+    assert client.get("/v1/models/sms").json()["messages"] == {"ham": 0, "spam": 1}
 
 
 def test_deleting_a_model_answers_204_then_404(client: TestClient) -> None:
