@@ -314,7 +314,8 @@ def _token_ids(
     # Each distinct text is looked up (exactly: its stored text compared) once, not once per
     # message it is in.
     distinct = list(dict.fromkeys(texts))
-    distinct_ids = live.table.lookup(distinct, exact=True)
+    with live.lock:  # other threads of this process may be applying changes to the index
+        distinct_ids = live.table.lookup(distinct, exact=True)
     unknown = np.flatnonzero(distinct_ids < 0)
     new_texts = [distinct[position] for position in unknown.tolist()]
     new_ids = np.zeros(0, dtype=np.int64)
