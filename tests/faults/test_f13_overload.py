@@ -95,7 +95,11 @@ def test_f13_overload_gets_fast_503_and_recovers(
     assert set(statuses) <= {200, 503}
     assert statuses[503] > 0  # the limit was reached
     assert statuses[200] > 0
-    assert statistics.median(refused) < statistics.median(admitted)  # refused, not queued
+    # Refused at once, not queued: a queued request would wait for the CLIENTS / LIMIT (6)
+    # requests ahead of it, so its latency would be several admitted ones. (A plain "faster
+    # than admitted" failed on a loaded CI machine with both medians at 31 ms: the client
+    # threads share one interpreter, and their own time dominates both.)
+    assert statistics.median(refused) < CLIENTS / LIMIT / 2 * statistics.median(admitted)
     assert recovered is not None
     assert recovered < RECOVERY_SECONDS
     assert after_close == [200] * 5
