@@ -129,10 +129,15 @@ class TokenIndex(Sequence[str]):
         exact=True also compares the text of every token found by its hash: for writers,
         which must never count a new token under a known one's id, however unlikely.
         """
+        return self._lookup(tokens, None, exact=exact)
+
+    def _lookup(self, tokens: Sequence[str], hashes: IntArray | None, *, exact: bool) -> IntArray:
+        """`lookup`, with the tokens' hashes when the caller has them already."""
         n = len(tokens)
         ids = np.full(n, -1, dtype=np.int64)
         if self._hashes.size:
-            hashes = np.fromiter(map(self._hash, tokens), np.int64, n)
+            if hashes is None:
+                hashes = self._hashes_of(tokens)
             positions = self._positions(hashes)
             found = np.flatnonzero(self._hashes[positions] == hashes)
             ids[found] = self._hash_ids[positions[found]]
@@ -199,18 +204,19 @@ class TokenIndex(Sequence[str]):
         fresh = np.flatnonzero(~named)
         new_ids = token_ids[fresh]
         new_texts = [texts[i] for i in fresh.tolist()] if fresh.size < named.size else texts
-        owners = self.lookup(new_texts, exact=True)
+        hashes = self._hashes_of(new_texts)  # once, for the lookup, the checks and the index
+        owners = self._lookup(new_texts, hashes, exact=True)
         clash = np.flatnonzero(owners >= 0)
         if clash.size:
             i = int(clash[0])
             raise ValueError(
                 f"token {new_texts[i]!r} has id {int(owners[i])}, cannot place it at {new_ids[i]}"
             )
-        new_ids, new_texts = _distinct(new_ids, new_texts, self._hash)
+        new_ids, new_texts, new_hashes = _distinct(new_ids, new_texts, hashes)
         if not new_ids.size:
             return new_ids
-        self.grow(int(new_ids.max()) + 1 if new_ids.size else 0)
-        self._add(new_ids, new_texts)
+        self.grow(int(new_ids.max()) + 1)
+        self._add(new_ids, new_texts, new_hashes)
         return new_ids
 
     def merge(self) -> None:
@@ -256,7 +262,12 @@ class TokenIndex(Sequence[str]):
             len(texts),
         )
 
-    def _add(self, token_ids: IntArray, texts: Sequence[str]) -> None:
+    def _hashes_of(self, texts: Sequence[str]) -> IntArray:
+        return np.fromiter(map(self._hash, texts), np.int64, len(texts))
+
+    def _add(
+        self, token_ids: IntArray, texts: Sequence[str], hashes: IntArray | None = None
+    ) -> None:
         """Store and index distinct texts no id has yet under free ids."""
         encoded = [text.encode(_ENCODING, _ERRORS) for text in texts]
         lengths = np.fromiter(map(len, encoded), np.int64, len(encoded))
@@ -268,19 +279,22 @@ class TokenIndex(Sequence[str]):
         self._starts[token_ids] = starts
         self._lengths[token_ids] = lengths
         if len(texts) >= _MIN_MERGE:
-            self._index(token_ids, texts)
+            self._index(token_ids, texts, hashes)
             return
         self._recent.update(zip(texts, token_ids.tolist(), strict=True))
         if len(self._recent) > max(_MIN_MERGE, self._hashes.size // 64):
             self.merge()
 
-    def _index(self, token_ids: IntArray, texts: Sequence[str]) -> None:
+    def _index(
+        self, token_ids: IntArray, texts: Sequence[str], hashes: IntArray | None = None
+    ) -> None:
         """Insert distinct texts no id has yet into the sorted hash arrays.
 
         A text whose hash is already there, or equal to an earlier one of `texts`, goes to
         the dict of collided texts instead: the arrays never hold one hash twice.
         """
-        hashes = np.fromiter(map(self._hash, texts), np.int64, len(texts))
+        if hashes is None:
+            hashes = self._hashes_of(texts)
         order = np.argsort(hashes, kind="stable")
         hashes, token_ids = hashes[order], token_ids[order]
         clashes = np.zeros(hashes.size, dtype=np.bool_)
@@ -307,14 +321,17 @@ def _unpickled(
 
 
 def _distinct(
-    token_ids: IntArray, texts: Sequence[str], hash_function: Callable[[str], int]
-) -> tuple[IntArray, Sequence[str]]:
-    """Drop repeats of the same (id, text); a text under two ids, or an id under two texts,
-    is a ValueError."""
-    hashes = np.sort(np.fromiter(map(hash_function, texts), np.int64, len(texts)))
+    token_ids: IntArray, texts: Sequence[str], hashes: IntArray
+) -> tuple[IntArray, Sequence[str], IntArray | None]:
+    """Drop repeats of the same (id, text), with their hashes (None when some were dropped);
+    a text under two ids, or an id under two texts, is a ValueError."""
+    sorted_hashes = np.sort(hashes)
     sorted_ids = np.sort(token_ids)
-    if not (hashes[1:] == hashes[:-1]).any() and not (sorted_ids[1:] == sorted_ids[:-1]).any():
-        return token_ids, texts  # the usual case, without a Python object per token
+    if (
+        not (sorted_hashes[1:] == sorted_hashes[:-1]).any()
+        and not (sorted_ids[1:] == sorted_ids[:-1]).any()
+    ):
+        return token_ids, texts, hashes  # the usual case, without a Python object per token
     by_text: dict[str, int] = {}
     by_id: dict[int, str] = {}
     for token_id, text in zip(token_ids.tolist(), texts, strict=True):
@@ -324,8 +341,8 @@ def _distinct(
         if by_id.setdefault(token_id, text) != text:
             raise ValueError(f"token id {token_id} is {by_id[token_id]!r}, cannot place {text!r}")
     if len(by_text) == len(texts):
-        return token_ids, texts
-    return np.fromiter(by_text.values(), np.int64, len(by_text)), list(by_text)
+        return token_ids, texts, hashes
+    return np.fromiter(by_text.values(), np.int64, len(by_text)), list(by_text), None
 
 
 def _resized(array: NDArray[ScalarT], capacity: int) -> NDArray[ScalarT]:
