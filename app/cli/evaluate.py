@@ -1,10 +1,15 @@
-"""`spamsift evaluate CORPUS`: train and test in memory on a labelled corpus."""
+"""`spamsift evaluate CORPUS`: measure a configuration in memory on a labelled corpus.
+
+Batch split by default; `--online` streams the corpus through the TREC immediate-feedback
+protocol (score each message, then train it as `--train-mode` says).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +51,29 @@ def add_evaluate_command(commands: argparse._SubParsersAction[argparse.ArgumentP
         action="store_true",
         help="tokenize only the decoded Subject and the text of text/* parts",
     )
+    evaluate.add_argument(
+        "--online",
+        action="store_true",
+        help="score each message in stream order, then train it with its label (TREC protocol)",
+    )
+    evaluate.add_argument(
+        "--train-mode",
+        choices=["all", "error", "unsure"],
+        default="all",
+        help="online: train every message, only misclassified ones, or those and unsure ones",
+    )
+    order = evaluate.add_mutually_exclusive_group()
+    order.add_argument(
+        "--shuffle-seed",
+        type=int,
+        default=0,
+        help="online: stream in the fixed shuffle of this seed (sha256 of 'seed:id'; default 0)",
+    )
+    order.add_argument(
+        "--in-order",
+        action="store_true",
+        help="online: stream in file order (for corpora in delivery order)",
+    )
     evaluate.set_defaults(run=run_evaluate)
 
 
@@ -53,8 +81,13 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from app.cli.corpora import read_jsonl
-    from app.cli.report import print_evaluation
-    from app.service.evaluation import EVENT_MODELS, evaluate
+    from app.cli.report import print_evaluation, print_online_evaluation
+    from app.service.evaluation import (
+        EVENT_MODELS,
+        evaluate,
+        evaluate_online,
+        tokenize_corpus,
+    )
     from app.service.model_config import ModelConfig
 
     if not args.corpus.exists():
@@ -84,7 +117,28 @@ def run_evaluate(args: argparse.Namespace) -> int:
         print(f"spamsift evaluate: --{field.replace('_', '-')}: {first['msg']}", file=sys.stderr)
         return 2
     name = args.corpus.parent.name if args.corpus.name.startswith("messages.") else args.corpus.name
-    report = evaluate(
+    if args.online:
+        examples = tokenize_corpus(read_jsonl(args.corpus), text_only_view=args.text_only)
+        models = tuple(args.event_models or (config.event_model,))
+        reports = [
+            evaluate_online(
+                examples,
+                corpus=name,
+                config=replace(config, event_model=model),
+                train_mode=args.train_mode,
+                shuffle_seed=None if args.in_order else args.shuffle_seed,
+                text_only_view=args.text_only,
+            )
+            for model in models
+        ]
+        if args.json:
+            dicts = [report.to_dict() for report in reports]
+            print(json.dumps(dicts[0] if len(dicts) == 1 else dicts, indent=2))
+        else:
+            for report in reports:
+                print_online_evaluation(report)
+        return 0
+    batch = evaluate(
         read_jsonl(args.corpus),
         corpus=name,
         config=config,
@@ -92,7 +146,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         text_only_view=args.text_only,
     )
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        print(json.dumps(batch.to_dict(), indent=2))
     else:
-        print_evaluation(report)
+        print_evaluation(batch)
     return 0

@@ -1,7 +1,18 @@
-"""Use case: train and test in memory on a labelled corpus, and measure each scorer.
+"""Use case: measure a configuration on a labelled corpus, in memory, in two protocols.
 
-The split is fixed so results compare with other filters run on the same corpora: a message is
-in the test set when int(sha256(id).hexdigest(), 16) % 5 == 0, else in the training set.
+- Batch split (`evaluate`): a message is in the test set when
+  int(sha256(id).hexdigest(), 16) % 5 == 0, else in the training set; train on the training
+  set, score the test set with each event model. Fixed, so results compare with other filters
+  run on the same split.
+- Online (`evaluate_online`): the TREC Spam Track's immediate-feedback protocol. Messages
+  arrive one at a time in delivery order; each is scored by the model trained on everything
+  before it, then trained with its true label as the train mode says (`all`, on `error`, or on
+  error and `unsure`). Every message is scored, so the measures rest on all of a corpus's ham.
+  Corpora whose file order is not delivery order are streamed in a fixed shuffle
+  (`stream_order`: sorted by sha256 of "<seed>:<id>").
+
+Both report the ranking measures of `RankingMeasures`: 1-ROCA %, FNR at FPR <= 0.1 % and 1 %,
+FNR at 0, 1 and 2 false positives, bootstrap 95 % intervals, and the top-ranked errors.
 """
 
 from __future__ import annotations
@@ -10,9 +21,11 @@ import hashlib
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from itertools import pairwise
+from typing import Any, Literal
 
 import numpy as np
+import scipy.sparse
 from numpy.typing import NDArray
 from scipy.stats import rankdata
 
@@ -22,9 +35,50 @@ from app.service.corpus import LabelledMessage
 from app.text import TokenizerLimits, text_only, tokenize_raw, tokenize_text
 
 FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
 CLASSES = ("ham", "spam")
 EVENT_MODELS: tuple[EventModel, ...] = ("multinomial", "bernoulli", "robinson-fisher")
 MAX_FPR = 0.001  # the strict operating point: FNR while at most 0.1 % of ham is called spam
+LOOSE_FPR = 0.01
+BOOTSTRAP_REPLICATES = 200
+TOP_ERRORS = 5
+LEARNING_CURVE_POINTS = 10
+TrainMode = Literal["all", "error", "unsure"]
+TRAIN_MODES: tuple[TrainMode, ...] = ("all", "error", "unsure")
+
+
+@dataclass(frozen=True)
+class Example:
+    """A tokenized corpus message: what both protocols score and train."""
+
+    id: str
+    label: str
+    tokens: dict[str, int]
+
+
+@dataclass(frozen=True)
+class RankedError:
+    """A ham ranked among the most spam-like, or a spam among the most ham-like."""
+
+    id: str
+    label: str
+    spam_log_odds: float
+
+
+@dataclass(frozen=True)
+class RankingMeasures:
+    """Threshold-free measures of a ranking of messages by spam log odds."""
+
+    one_minus_roca_percent: float
+    one_minus_roca_percent_ci95: tuple[float, float]
+    fnr_at_max_fpr: float  # spam let through at the strictest threshold with FPR <= 0.1 %
+    fnr_at_1pct_fpr: float
+    fnr_at_0fp: float  # spam scored at or below the most spam-like ham
+    fnr_at_1fp: float  # ... below the second most spam-like ham (one false positive allowed)
+    fnr_at_1fp_ci95: tuple[float, float]
+    fnr_at_2fp: float
+    fnr_at_2fp_ci95: tuple[float, float]
+    top_errors: list[RankedError]  # the most spam-like ham, then the most ham-like spam
 
 
 @dataclass(frozen=True)
@@ -42,6 +96,7 @@ class ScorerResult:
     fnr_at_max_fpr: float  # spam let through at the strictest threshold with FPR <= 0.1 %
     classify_seconds: float
     classify_messages_per_second: float
+    ranking: RankingMeasures
 
 
 @dataclass(frozen=True)
@@ -61,8 +116,83 @@ class EvaluationReport:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class CurvePoint:
+    """One stretch of the online stream: its errors and its own 1-ROCA."""
+
+    first: int  # position in the stream, 0-based
+    messages: int
+    spam: int
+    ham: int
+    false_positives: int  # ham given the spam verdict
+    false_negatives: int  # spam given the ham verdict
+    unsure: int
+    one_minus_roca_percent: float  # within the stretch (nan if it holds one class only)
+
+
+@dataclass(frozen=True)
+class OnlineReport:
+    corpus: str
+    text_only: bool
+    event_model: str
+    train_mode: str
+    order: str  # "corpus order" or "shuffled, seed N"
+    messages: int
+    spam: int
+    ham: int
+    trained: int
+    false_positives: int
+    false_negatives: int
+    unsure: int
+    vocabulary: int
+    seconds: float
+    messages_per_second: float
+    ranking: RankingMeasures
+    learning_curve: list[CurvePoint]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 def is_test_message(message_id: str) -> bool:
     return int(hashlib.sha256(message_id.encode("utf-8")).hexdigest(), 16) % 5 == 0
+
+
+def message_tokens(
+    message: LabelledMessage, *, text_only_view: bool = False, limits: TokenizerLimits | None = None
+) -> dict[str, int]:
+    """Return the token counts of a corpus message in the full or the text-only view."""
+    limits = limits or TokenizerLimits()
+    if message.raw is None:
+        return tokenize_text(message.text or "", limits=limits).token_counts
+    if text_only_view:
+        return tokenize_text(text_only(message.raw), limits=limits).token_counts
+    return tokenize_raw(message.raw, limits=limits).token_counts
+
+
+def tokenize_corpus(
+    messages: Iterable[LabelledMessage],
+    *,
+    text_only_view: bool = False,
+    limits: TokenizerLimits | None = None,
+) -> list[Example]:
+    limits = limits or TokenizerLimits()
+    return [
+        Example(m.id, m.label, message_tokens(m, text_only_view=text_only_view, limits=limits))
+        for m in messages
+    ]
+
+
+def stream_order(examples: Sequence[Example], shuffle_seed: int | None) -> list[Example]:
+    """Return the examples in corpus order (seed None) or in the fixed shuffle of `seed`:
+    sorted by sha256 of "<seed>:<id>", the same on every machine and Python version."""
+    if shuffle_seed is None:
+        return list(examples)
+
+    def key(example: Example) -> bytes:
+        return hashlib.sha256(f"{shuffle_seed}:{example.id}".encode()).digest()
+
+    return sorted(examples, key=key)
 
 
 def evaluate(
@@ -75,37 +205,61 @@ def evaluate(
     limits: TokenizerLimits | None = None,
 ) -> EvaluationReport:
     """Train on the training split, score the test split with each event model."""
-    limits = limits or TokenizerLimits()
-    train: list[LabelledMessage] = []
-    test: list[LabelledMessage] = []
-    for message in messages:
-        (test if is_test_message(message.id) else train).append(message)
+    started = time.perf_counter()
+    examples = tokenize_corpus(messages, text_only_view=text_only_view, limits=limits)
+    tokenize_seconds = time.perf_counter() - started
+    return evaluate_examples(
+        examples,
+        corpus=corpus,
+        config=config,
+        event_models=event_models,
+        text_only_view=text_only_view,
+        tokenize_seconds=tokenize_seconds,
+    )
+
+
+def evaluate_examples(
+    examples: Sequence[Example],
+    *,
+    corpus: str,
+    config: NaiveBayesConfig,
+    event_models: Sequence[EventModel] = EVENT_MODELS,
+    text_only_view: bool = False,
+    tokenize_seconds: float = 0.0,
+) -> EvaluationReport:
+    """`evaluate` on tokenized messages. Tokenizing is timed with training and classifying in
+    the share of each split (`tokenize_seconds` is the whole corpus's)."""
+    train: list[Example] = []
+    test: list[Example] = []
+    for example in examples:
+        (test if is_test_message(example.id) else train).append(example)
+    per_message = tokenize_seconds / max(len(examples), 1)
 
     started = time.perf_counter()
     table = CountTable(CLASSES)
-    for message in train:
-        token_counts = _tokens(message, text_only_view, limits)
-        if not token_counts:
-            continue
-        token_ids = table.intern(list(token_counts))
-        order = np.argsort(token_ids)
-        terms = np.fromiter(token_counts.values(), np.int64, len(token_counts))
-        table.add(CLASSES.index(message.label), token_ids[order], terms[order])
-    train_seconds = time.perf_counter() - started
+    known = _intern_all(table, train)
+    for example in train:
+        if example.tokens:
+            token_ids, terms = _ids_and_terms(known, example)
+            table.add(CLASSES.index(example.label), token_ids, terms)
+    train_seconds = time.perf_counter() - started + per_message * len(train)
 
-    labels = np.array([CLASSES.index(message.label) for message in test])
+    labels = np.array([CLASSES.index(example.label) for example in test], dtype=np.int64)
+    ids = [example.id for example in test]
     scorers = []
     vocabulary = 0
     for event_model in event_models:
         started = time.perf_counter()
-        X = table.vectorize([_tokens(message, text_only_view, limits) for message in test])
+        X = table.vectorize([example.tokens for example in test])
         classifier = Classifier(table, replace(config, event_model=event_model))
         probabilities = classifier.predict_proba(X)
         ranking = classifier.spam_log_odds(X)
         verdicts = [verdict(row, CLASSES, classifier.config) for row in probabilities]
-        seconds = time.perf_counter() - started
+        seconds = time.perf_counter() - started + per_message * len(test)
         vocabulary = classifier.vocabulary_size
-        scorers.append(_measure(event_model, labels, probabilities, ranking, verdicts, seconds))
+        scorers.append(
+            _measure(event_model, labels, ids, probabilities, ranking, verdicts, seconds)
+        )
 
     return EvaluationReport(
         corpus=corpus,
@@ -121,46 +275,238 @@ def evaluate(
     )
 
 
-def _tokens(
-    message: LabelledMessage, text_only_view: bool, limits: TokenizerLimits
-) -> dict[str, int]:
-    if message.raw is None:
-        return tokenize_text(message.text or "", limits=limits).token_counts
-    if text_only_view:
-        return tokenize_text(text_only(message.raw), limits=limits).token_counts
-    return tokenize_raw(message.raw, limits=limits).token_counts
+def evaluate_online(
+    examples: Sequence[Example],
+    *,
+    corpus: str,
+    config: NaiveBayesConfig,
+    train_mode: TrainMode = "all",
+    shuffle_seed: int | None = 0,
+    text_only_view: bool = False,
+) -> OnlineReport:
+    """Score each message with the model trained on the ones before it, then train it.
+
+    Train modes: `all` trains every message; `error` (train on error) the messages scored on
+    the wrong side of even odds or at even odds; `unsure` (thick threshold, train until no
+    error) those and every message whose verdict is not its label (called unsure).
+    """
+    if train_mode not in TRAIN_MODES:
+        raise ValueError(f"train_mode must be one of {list(TRAIN_MODES)}, got {train_mode!r}")
+    stream = stream_order(examples, shuffle_seed)
+    started = time.perf_counter()
+    scored = score_stream(stream, config, train_mode)
+    seconds = time.perf_counter() - started
+    scores, verdicts, trained = scored.scores, scored.verdicts, scored.trained
+
+    labels = np.array([CLASSES.index(example.label) for example in stream], dtype=np.int64)
+    is_spam = labels == 1
+    called_spam = np.array([v == "spam" for v in verdicts], dtype=bool)
+    called_ham = np.array([v == "ham" for v in verdicts], dtype=bool)
+    return OnlineReport(
+        corpus=corpus,
+        text_only=text_only_view,
+        event_model=config.event_model,
+        train_mode=train_mode,
+        order="corpus order" if shuffle_seed is None else f"shuffled, seed {shuffle_seed}",
+        messages=len(stream),
+        spam=int(is_spam.sum()),
+        ham=int((~is_spam).sum()),
+        trained=trained,
+        false_positives=int((called_spam & ~is_spam).sum()),
+        false_negatives=int((called_ham & is_spam).sum()),
+        unsure=int((~called_spam & ~called_ham).sum()),
+        vocabulary=scored.vocabulary,
+        seconds=seconds,
+        messages_per_second=len(stream) / seconds if seconds else 0.0,
+        ranking=ranking_measures(scores, is_spam, [example.id for example in stream]),
+        learning_curve=learning_curve(scores, is_spam, called_spam, called_ham),
+    )
+
+
+@dataclass(frozen=True)
+class ScoredStream:
+    scores: FloatArray  # spam log odds of each message, before it was trained
+    verdicts: list[str]
+    trained: int
+    vocabulary: int  # |V| at the end
+
+
+def score_stream(
+    stream: Sequence[Example], config: NaiveBayesConfig, train_mode: TrainMode = "all"
+) -> ScoredStream:
+    """Score each example with the model of the examples trained before it, then train it
+    with its label if `train_mode` says so (see `evaluate_online`)."""
+    table = CountTable(CLASSES)
+    # Every token of the stream gets its id up front, with zero counts: a token no message has
+    # been trained with is outside V until it is, so scores are those of a table interned as
+    # it goes, and each message costs a dict lookup per token rather than an index update.
+    ids = _intern_all(table, stream)
+    classifier = Classifier(table, config)
+    spam_index = CLASSES.index("spam")
+    scores = np.empty(len(stream))
+    verdicts: list[str] = []
+    trained = 0
+    for position, example in enumerate(stream):
+        token_ids, terms = _ids_and_terms(ids, example)
+        X = scipy.sparse.csr_array(
+            (terms, token_ids, np.array([0, len(token_ids)])), shape=(1, table.n_tokens)
+        )
+        if table.class_docs.min() == 0:
+            # Until each class has a message no model can weigh the classes: even odds.
+            score, called = 0.0, "unsure"
+        else:
+            log_proba, joint, _ = classifier.assess(X)
+            score = float(joint[0, spam_index] - joint[0, 1 - spam_index])
+            called = verdict(np.exp(log_proba[0]), CLASSES, config)
+        scores[position] = score
+        verdicts.append(called)
+        # An error: on the wrong side of even odds, or on it (an empty model errs on all).
+        wrong = score <= 0 if example.label == "spam" else score >= 0
+        if token_ids.size and (
+            train_mode == "all"
+            or (train_mode == "error" and wrong)
+            or (train_mode == "unsure" and called != example.label)
+        ):
+            table.add(CLASSES.index(example.label), token_ids, terms)
+            trained += 1
+    return ScoredStream(scores, verdicts, trained, classifier.vocabulary_size)
+
+
+def _intern_all(table: CountTable, examples: Sequence[Example]) -> dict[str, int]:
+    """Give every token of `examples` its id at once (counts stay zero until trained); return
+    token -> id. Interning token by token as messages come costs an index update each."""
+    tokens = list(dict.fromkeys(token for example in examples for token in example.tokens))
+    return dict(zip(tokens, table.intern(tokens).tolist(), strict=True))
+
+
+def _ids_and_terms(ids: dict[str, int], example: Example) -> tuple[IntArray, IntArray]:
+    """Return the sorted token ids of an example and their counts."""
+    n = len(example.tokens)
+    token_ids = np.fromiter(map(ids.__getitem__, example.tokens), np.int64, n)
+    terms = np.fromiter(example.tokens.values(), np.int64, n)
+    order = np.argsort(token_ids)
+    return token_ids[order], terms[order]
+
+
+def learning_curve(
+    scores: FloatArray,
+    is_spam: NDArray[np.bool_],
+    called_spam: NDArray[np.bool_],
+    called_ham: NDArray[np.bool_],
+    *,
+    points: int = LEARNING_CURVE_POINTS,
+) -> list[CurvePoint]:
+    """Cut the stream into `points` consecutive stretches of (nearly) equal length."""
+    curve = []
+    bounds = np.linspace(0, len(scores), points + 1).astype(int)
+    for first, end in pairwise(bounds):
+        if end <= first:
+            continue
+        spam = is_spam[first:end]
+        auc = roc_auc(scores[first:end], spam)
+        curve.append(
+            CurvePoint(
+                first=int(first),
+                messages=int(end - first),
+                spam=int(spam.sum()),
+                ham=int((~spam).sum()),
+                false_positives=int((called_spam[first:end] & ~spam).sum()),
+                false_negatives=int((called_ham[first:end] & spam).sum()),
+                unsure=int((~called_spam[first:end] & ~called_ham[first:end]).sum()),
+                one_minus_roca_percent=100 * (1 - auc),
+            )
+        )
+    return curve
 
 
 def _measure(
     event_model: str,
     labels: NDArray[np.int64],
+    ids: Sequence[str],
     probabilities: FloatArray,
     ranking: FloatArray,
     verdicts: list[str],
     seconds: float,
 ) -> ScorerResult:
     is_spam = labels == 1
-    called_spam = np.array([v == "spam" for v in verdicts])
-    called_ham = np.array([v == "ham" for v in verdicts])
+    called_spam = np.array([v == "spam" for v in verdicts], dtype=bool)
+    called_ham = np.array([v == "ham" for v in verdicts], dtype=bool)
     true_positives = int((called_spam & is_spam).sum())
     precision = true_positives / max(int(called_spam.sum()), 1)
     recall = true_positives / max(int(is_spam.sum()), 1)
-    auc = roc_auc(ranking, is_spam)
+    measures = ranking_measures(ranking, is_spam, ids)
     return ScorerResult(
         event_model=event_model,
         accuracy=float((probabilities.argmax(axis=1) == labels).mean()),
         precision=precision,
         recall=recall,
         f1=2 * precision * recall / (precision + recall) if precision + recall else 0.0,
-        roc_auc=auc,
-        one_minus_roca_percent=100 * (1 - auc),
+        roc_auc=1 - measures.one_minus_roca_percent / 100,
+        one_minus_roca_percent=measures.one_minus_roca_percent,
         false_positive_rate=int((called_spam & ~is_spam).sum()) / max(int((~is_spam).sum()), 1),
         false_negative_rate=int((called_ham & is_spam).sum()) / max(int(is_spam.sum()), 1),
         unsure=int((~called_spam & ~called_ham).sum()),
-        fnr_at_max_fpr=fnr_at_fpr(ranking, is_spam, max_fpr=MAX_FPR),
+        fnr_at_max_fpr=measures.fnr_at_max_fpr,
         classify_seconds=seconds,
         classify_messages_per_second=len(labels) / seconds if seconds else 0.0,
+        ranking=measures,
     )
+
+
+def ranking_measures(
+    scores: FloatArray,
+    positive: NDArray[np.bool_],
+    ids: Sequence[str],
+    *,
+    replicates: int = BOOTSTRAP_REPLICATES,
+    seed: int = 0,
+) -> RankingMeasures:
+    """Measure a ranking (higher = more spam-like); intervals from `replicates` bootstrap
+    resamples of the messages (percentile method, fixed seed)."""
+    rng = np.random.default_rng(seed)
+    roca, fnr1, fnr2 = [], [], []
+    for _ in range(replicates if len(scores) else 0):
+        sample = rng.integers(0, len(scores), len(scores))
+        s, p = scores[sample], positive[sample]
+        roca.append(100 * (1 - roc_auc(s, p)))
+        fnr1.append(fnr_at_false_positives(s, p, 1))
+        fnr2.append(fnr_at_false_positives(s, p, 2))
+    return RankingMeasures(
+        one_minus_roca_percent=100 * (1 - roc_auc(scores, positive)),
+        one_minus_roca_percent_ci95=_interval(roca),
+        fnr_at_max_fpr=fnr_at_fpr(scores, positive, max_fpr=MAX_FPR),
+        fnr_at_1pct_fpr=fnr_at_fpr(scores, positive, max_fpr=LOOSE_FPR),
+        fnr_at_0fp=fnr_at_false_positives(scores, positive, 0),
+        fnr_at_1fp=fnr_at_false_positives(scores, positive, 1),
+        fnr_at_1fp_ci95=_interval(fnr1),
+        fnr_at_2fp=fnr_at_false_positives(scores, positive, 2),
+        fnr_at_2fp_ci95=_interval(fnr2),
+        top_errors=top_errors(scores, positive, ids),
+    )
+
+
+def _interval(values: list[float]) -> tuple[float, float]:
+    finite = np.asarray([v for v in values if np.isfinite(v)])
+    if not finite.size:
+        return (float("nan"), float("nan"))
+    low, high = np.percentile(finite, [2.5, 97.5])
+    return (float(low), float(high))
+
+
+def top_errors(
+    scores: FloatArray, positive: NDArray[np.bool_], ids: Sequence[str], *, n: int = TOP_ERRORS
+) -> list[RankedError]:
+    """Return the `n` most spam-like ham, then the `n` most ham-like spam (ties by position)."""
+    ham = np.flatnonzero(~positive)
+    spam = np.flatnonzero(positive)
+    worst_ham = ham[np.argsort(-scores[ham], kind="stable")[:n]]
+    worst_spam = spam[np.argsort(scores[spam], kind="stable")[:n]]
+    return [
+        RankedError(
+            id=ids[i], label="spam" if positive[i] else "ham", spam_log_odds=float(scores[i])
+        )
+        for i in (*worst_ham, *worst_spam)
+    ]
 
 
 def roc_auc(scores: FloatArray, positive: NDArray[np.bool_]) -> float:
@@ -177,9 +523,16 @@ def roc_auc(scores: FloatArray, positive: NDArray[np.bool_]) -> float:
 def fnr_at_fpr(scores: FloatArray, positive: NDArray[np.bool_], *, max_fpr: float) -> float:
     """Share of positives scored at or below the strictest threshold that calls at most
     `max_fpr` of the negatives positive (ties with a negative count against the positive)."""
+    return fnr_at_false_positives(scores, positive, int(np.floor(max_fpr * int((~positive).sum()))))
+
+
+def fnr_at_false_positives(scores: FloatArray, positive: NDArray[np.bool_], allowed: int) -> float:
+    """Share of positives scored at or below the (allowed + 1)-th highest negative: FNR when
+    at most `allowed` negatives may be called positive (ties count against the positive)."""
     negatives = np.sort(scores[~positive])[::-1]
-    allowed = int(np.floor(max_fpr * len(negatives)))
     if allowed >= len(negatives):
         return 0.0
     threshold = negatives[allowed]  # spam must score strictly above this to be caught
+    if not positive.any():
+        return float("nan")
     return float((scores[positive] <= threshold).mean())

@@ -1,0 +1,160 @@
+"""`spamsift evaluate --online`: the immediate-feedback protocol, its train modes and measures."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.bayes.counts import CountTable
+from app.bayes.naive_bayes import Classifier, NaiveBayesConfig
+from app.service.corpus import LabelledMessage
+from app.service.evaluation import (
+    CLASSES,
+    Example,
+    evaluate_online,
+    fnr_at_false_positives,
+    ranking_measures,
+    score_stream,
+    stream_order,
+    tokenize_corpus,
+)
+from tests.builders import ham_text, spam_text
+from tests.cli.test_evaluate import SPAMSIFT
+
+CONFIG = NaiveBayesConfig(event_model="robinson-fisher", rf_strength=0.03, rf_min_dev=0.0)
+
+
+def small_corpus(n: int = 40) -> list[LabelledMessage]:
+    messages = [LabelledMessage(id=f"s/{i}", label="spam", text=spam_text(i)) for i in range(n)]
+    messages += [LabelledMessage(id=f"h/{i}", label="ham", text=ham_text(i)) for i in range(n)]
+    return messages
+
+
+@pytest.fixture(scope="module")
+def examples() -> list[Example]:
+    return tokenize_corpus(small_corpus())
+
+
+@pytest.fixture(scope="module")
+def corpus_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("corpus") / "small.jsonl"
+    lines = [{"id": m.id, "label": m.label, "text": m.text} for m in small_corpus()]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def test_the_shuffle_sorts_by_the_sha256_of_seed_and_id(examples: list[Example]) -> None:
+    shuffled = stream_order(examples, 7)
+    expected = sorted(e.id for e in examples)
+    expected.sort(key=lambda i: hashlib.sha256(f"7:{i}".encode()).digest())
+    assert [e.id for e in shuffled] == expected
+    assert [e.id for e in stream_order(examples, None)] == [e.id for e in examples]
+
+
+@pytest.mark.parametrize("event_model", ["robinson-fisher", "multinomial", "bernoulli"])
+def test_each_message_is_scored_by_the_model_of_the_messages_before_it(
+    examples: list[Example], event_model: str
+) -> None:
+    config = replace(CONFIG, event_model=event_model)  # type: ignore[arg-type]
+    stream = stream_order(examples, 3)
+    scored = score_stream(stream, config)
+    assert scored.trained == len(stream)
+    # Rebuild the model of each prefix the ordinary way and score the next message with it.
+    assert scored.scores[0] == 0.0
+    for position in (0, 1, 2, 7, 40, len(stream) - 1):
+        table = CountTable(CLASSES)
+        for example in stream[:position]:
+            ids = table.intern(list(example.tokens))
+            order = np.argsort(ids)
+            terms = np.fromiter(example.tokens.values(), np.int64)
+            table.add(CLASSES.index(example.label), ids[order], terms[order])
+        if table.class_docs.min() == 0:  # one class only: even odds, whatever the model
+            assert scored.scores[position] == 0.0
+            continue
+        X = table.vectorize([stream[position].tokens])
+        expected = Classifier(table, config).spam_log_odds(X)[0]
+        assert scored.scores[position] == pytest.approx(expected, rel=1e-9, abs=1e-9), position
+
+
+def test_the_first_message_meets_an_empty_model_at_even_odds(examples: list[Example]) -> None:
+    report = evaluate_online(examples[:1], corpus="x", config=CONFIG, shuffle_seed=None)
+    (error,) = report.ranking.top_errors
+    assert error.spam_log_odds == 0.0
+    assert report.unsure == 1
+
+
+def test_train_modes_train_all_then_fewer(examples: list[Example]) -> None:
+    reports = {
+        mode: evaluate_online(examples, corpus="x", config=CONFIG, train_mode=mode)
+        for mode in ("all", "error", "unsure")
+    }
+    assert reports["all"].trained == len(examples)
+    # an empty model scores even odds, an error: train on error starts at once
+    assert 1 <= reports["error"].trained <= reports["unsure"].trained < len(examples)
+    for report in reports.values():
+        assert report.messages == len(examples)
+        assert sum(point.messages for point in report.learning_curve) == len(examples)
+        assert report.ranking.one_minus_roca_percent < 10
+
+
+def test_fnr_at_false_positives_lets_the_worst_ham_through() -> None:
+    scores = np.array([0.1, 0.2, 0.9, 0.8, 0.95, 0.85, 0.5])
+    positive = np.array([False, False, False, False, True, True, True])
+    assert fnr_at_false_positives(scores, positive, 0) == pytest.approx(2 / 3)  # above 0.9
+    assert fnr_at_false_positives(scores, positive, 1) == pytest.approx(1 / 3)  # above 0.8
+    assert fnr_at_false_positives(scores, positive, 4) == 0.0
+
+
+def test_ranking_measures_give_intervals_around_the_estimate_and_the_worst_errors() -> None:
+    rng = np.random.default_rng(1)
+    positive = rng.random(400) < 0.4
+    scores = rng.normal(3 * positive.astype(float), 1.0)
+    ids = [f"m{i}" for i in range(400)]
+    measures = ranking_measures(scores, positive, ids)
+    low, high = measures.one_minus_roca_percent_ci95
+    assert low <= measures.one_minus_roca_percent <= high
+    assert measures.fnr_at_0fp >= measures.fnr_at_1fp >= measures.fnr_at_2fp
+    worst_ham = max(np.flatnonzero(~positive), key=lambda i: scores[i])
+    worst_spam = min(np.flatnonzero(positive), key=lambda i: scores[i])
+    assert measures.top_errors[0].id == ids[worst_ham]
+    assert measures.top_errors[5].id == ids[worst_spam]
+    assert ranking_measures(scores, positive, ids) == measures  # fixed seed: reproducible
+
+
+def test_the_online_command_prints_json_with_the_learning_curve(corpus_file: Path) -> None:
+    completed = subprocess.run(
+        [SPAMSIFT, "evaluate", str(corpus_file), "--online", "--json", "--train-mode", "unsure"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    report = json.loads(completed.stdout)
+    assert report["train_mode"] == "unsure"
+    assert report["order"] == "shuffled, seed 0"
+    assert report["messages"] == 80
+    assert len(report["learning_curve"]) == 10
+    ranking = report["ranking"]
+    for key in ("fnr_at_0fp", "fnr_at_1fp", "fnr_at_2fp", "fnr_at_1pct_fpr", "fnr_at_max_fpr"):
+        assert 0 <= ranking[key] <= 1
+    assert len(ranking["one_minus_roca_percent_ci95"]) == 2
+    assert {e["label"] for e in ranking["top_errors"]} == {"spam", "ham"}
+
+
+def test_the_online_command_in_file_order_prints_a_table(corpus_file: Path) -> None:
+    completed = subprocess.run(
+        [SPAMSIFT, "evaluate", str(corpus_file), "--online", "--in-order"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "online (corpus order)" in completed.stdout
+    assert "learning curve" in completed.stdout
+    assert "top-ranked errors" in completed.stdout
