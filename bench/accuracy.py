@@ -91,6 +91,7 @@ FAMILIES: dict[str, Callable[[str], bool]] = {
     "date": _has_prefix("date:"),
     "list-headers": _has_prefix("list-"),
     "x-headers": _has_prefix("x-"),
+    "hidden": _has_prefix("hidden:"),
 }
 
 
@@ -329,6 +330,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.accuracy", description=__doc__)
     parser.add_argument("--views", default=",".join(v.name for v in VIEWS))
     parser.add_argument("--limit", type=int, default=None, help="messages per corpus (spread)")
+    parser.add_argument(
+        "--view-limit",
+        action="append",
+        default=[],
+        metavar="VIEW=N",
+        help="messages of one view (spread), e.g. trec06c-text=4000",
+    )
     parser.add_argument("--protocols", default="batch,online")
     parser.add_argument("--train-mode", default="all", choices=["all", "error", "unsure"])
     parser.add_argument("--set", action="append", default=[], help="model option key=value")
@@ -340,11 +348,16 @@ def main(argv: list[str] | None = None) -> int:
     protocols = [p for p in args.protocols.split(",") if p]
     views = [v for v in VIEWS if v.name in args.views.split(",")]
     path = None if args.no_bogofilter else find_bogofilter(install=False)[0]
-    results = []
+    view_limits = {
+        name: int(count)
+        for name, _, count in (setting.partition("=") for setting in args.view_limit)
+    }
+    results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="spamsift-accuracy-") as tmp:
         peer = Bogofilter(path, Path(tmp)) if path else None
         for view in views:
-            messages = data.spread(data.load(view.corpus), args.limit)
+            limit = view_limits.get(view.name, args.limit)
+            messages = data.spread(data.load(view.corpus), limit)
             started = time.perf_counter()
             result = run_view(
                 view,
@@ -357,7 +370,10 @@ def main(argv: list[str] | None = None) -> int:
                 protocols=protocols,
             )
             result["seconds"] = time.perf_counter() - started
+            result["limit"] = limit
             results.append(result)
+            if args.json:  # after each view: a long run keeps what it has measured
+                args.json.write_text(json.dumps({"views": results}, indent=1, default=float))
             print(f"{view.name}: {result['seconds']:.0f} s", file=sys.stderr, flush=True)
     ratios = [
         ratio

@@ -144,24 +144,13 @@ def decode_header_value(value: str, charset: str | None, found: set[str]) -> str
 _ADDRESS_HEADERS = frozenset(
     {"from", "to", "cc", "reply-to", "sender", "return-path", "errors-to", "delivered-to"}
 )
-# Headers whose words are evidence ("subject:prize", "x-mailer:outlook"). Adding the words of
-# Received, Message-ID, List-Id, Content-Type and MIME-Version (relays, mailer habits, list
-# membership, as bogofilter's "rcvd:" tokens) measured on spamassassin raw (RF s=0.1,
-# min_dev=0.1): 1-ROCA 0.035% -> 0.022%, FNR at 0 FP 6.3% -> 5.7%; Bernoulli NB FNR 62% -> 33%.
-# The words of every header instead measured worse (0.052%, 7.7%): dates and ids are noise.
-_WORD_HEADERS = frozenset(
-    {
-        "subject",
-        "x-mailer",
-        "user-agent",
-        "organization",
-        "received",
-        "message-id",
-        "list-id",
-        "content-type",
-        "mime-version",
-    }
-)
+# Every other header's words are evidence ("subject:prize", "x-mailer:outlook",
+# "received:relay", "date:tue"), as bogofilter reads every header: relays, mailer habits, list
+# membership, time zones and id formats tell senders apart. An allow-list of nine headers had
+# been chosen on a few spamassassin messages; every header measured better on mail it was not
+# tuned on and held on the shared corpora (docs/accuracy.md). Exceptions go in this deny-list,
+# each with its measurement; spamsift's own marks are skipped before (OWN_HEADER_PREFIX).
+_DENIED_WORD_HEADERS: frozenset[str] = frozenset()
 _DOMAIN = re.compile(r"@\[?([a-z0-9][a-z0-9-]{0,62}(?:\.[a-z0-9-]{1,63}){0,8})")
 
 
@@ -182,10 +171,7 @@ def header_tokens(headers: Sequence[tuple[str, str]], limits: TokenizerLimits) -
         if name not in seen_names and len(name) <= max_chars:
             seen_names.add(name)
             tokens.append(f"header:{name}")
-        if name in _WORD_HEADERS:
-            normalized = normalize_text(value)
-            tokens.extend(map(f"{name}:".__add__, text_tokens(normalized, max_chars)))
-        elif name in _ADDRESS_HEADERS:
+        if name in _ADDRESS_HEADERS:
             normalized = normalize_text(value)
             for domain in _DOMAIN.findall(normalized):
                 tokens.append(f"{name}:{domain[:max_chars]}")
@@ -193,4 +179,7 @@ def header_tokens(headers: Sequence[tuple[str, str]], limits: TokenizerLimits) -
                 # Display-name words; the address itself already gave its domain.
                 display = " ".join(p for p in normalized.partition("<")[0].split() if "@" not in p)
                 tokens.extend(map("from:word:".__add__, word_tokens(display, max_chars)))
+        elif name not in _DENIED_WORD_HEADERS and len(name) <= max_chars:
+            normalized = normalize_text(value)
+            tokens.extend(map(f"{name}:".__add__, text_tokens(normalized, max_chars)))
     return tokens

@@ -39,13 +39,15 @@ class HtmlText:
 
     text: str
     links: tuple[str, ...]
+    hidden: str = ""  # text of comments, CDATA, scripts and styles (bogofilter reads it too)
 
 
-def _drop_hidden(document: str) -> str:
-    """Return `document` without comments, CDATA, scripts and styles."""
+def _drop_hidden(document: str) -> tuple[str, str]:
+    """Return `document` without comments, CDATA, scripts and styles, and their content."""
     if "<" not in document:
-        return document
+        return document, ""
     kept: list[str] = []
+    hidden: list[str] = []
     position = 0
     while True:
         start = _HIDDEN_START.search(document, position)
@@ -56,18 +58,20 @@ def _drop_hidden(document: str) -> str:
         key = start.group(1) or start.group(0)
         end = _HIDDEN_END[key.lower()].search(document, start.end())
         if end is None:
+            hidden.append(document[start.end() :])
             break
         kept.append(" ")
+        hidden.append(document[start.end() : end.start()])
         position = end.end()
-    return "".join(kept)
+    return "".join(kept), " ".join(hidden)
 
 
 def html_to_text(document: str) -> HtmlText:
     """Return the visible text of an HTML document, tags dropped, and its link targets."""
-    document = _drop_hidden(document)
+    document, hidden = _drop_hidden(document)
     links = tuple(html.unescape(a or b or c).strip() for a, b, c in _LINK.findall(document))
     text = _INLINE_TAG.sub("", document)
     text = _TAG.sub(" ", text)
     if "&" in text:
         text = html.unescape(text)
-    return HtmlText(text=text, links=links)
+    return HtmlText(text=text, links=links, hidden=hidden)

@@ -49,6 +49,7 @@ class ParsedMessage:
 
     headers: list[tuple[str, str]]  # top-level (lower-case name, decoded value), in order
     texts: list[str] = field(default_factory=list)  # visible text of each text part, in order
+    hidden_texts: list[str] = field(default_factory=list)  # HTML styles, scripts, comments
     links: list[str] = field(default_factory=list)  # href/src targets of HTML parts
     part_types: list[str] = field(default_factory=list)  # type of every part with headers
     attachments: list[Attachment] = field(default_factory=list)
@@ -149,6 +150,8 @@ def _walk(root: _Part, message: ParsedMessage, limits: TokenizerLimits) -> None:
                 visible = html_to_text(text)
                 message.texts.append(visible.text)
                 message.links.extend(visible.links)
+                if visible.hidden:
+                    message.hidden_texts.append(visible.hidden)
             else:
                 message.texts.append(text)
         else:

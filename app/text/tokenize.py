@@ -17,7 +17,7 @@ from app.text import defects
 from app.text.headers import header_tokens
 from app.text.limits import DEFAULT_LIMITS, TokenizerLimits
 from app.text.mime import ParsedMessage, parse_message
-from app.text.words import normalize_text, text_tokens, url_tokens
+from app.text.words import normalize_text, text_tokens, url_tokens, word_tokens
 
 _MIME_TYPE = re.compile(r"[a-z0-9!#$&^_.+-]{1,40}/[a-z0-9!#$&^_.+-]{1,60}")
 _MAILTO_DOMAIN = re.compile(r"mailto:[^@\s]{0,64}@([a-z0-9.-]{1,255})")
@@ -90,6 +90,24 @@ def tokenize(message: ParsedMessage, *, limits: TokenizerLimits) -> list[str]:
     if limits.out_of_time(message.defects):
         return tokens
     tokens += link_tokens(message.links, limits)
+    tokens += hidden_tokens(message.hidden_texts, limits, message.defects)
+    return tokens
+
+
+def hidden_tokens(texts: Iterable[str], limits: TokenizerLimits, found: set[str]) -> list[str]:
+    """Return `hidden:word` for the words of HTML styles, scripts and comments.
+
+    What a reader never sees is still evidence: spam hides words in comments to poison word
+    counts, and its CSS differs from a mail client's. Prefixed, so that it never counts as a
+    visible word.
+    """
+    tokens: list[str] = []
+    for text in texts:
+        if limits.out_of_time(found):
+            break
+        tokens.extend(
+            map("hidden:".__add__, word_tokens(normalize_text(text), limits.max_token_chars))
+        )
     return tokens
 
 

@@ -123,3 +123,30 @@ def test_spamsifts_own_marks_are_not_tokens() -> None:
         b"x-spamsift-anything: else\n" + plain
     )
     assert tokenize_raw(marked).token_counts == tokenize_raw(plain).token_counts
+
+
+def test_the_words_of_every_header_are_tokens_prefixed_by_its_name():
+    headers = (
+        "From: Ann <ann@example.org>\nSubject: Hello\nX-Campaign: Spring Blast\n"
+        "Date: Tue, 3 Sep 2002 12:00:00 +0800\nReceived: from relay.example.net"
+    )
+    tokens = tokenize_raw(make_raw(headers=headers)).token_counts
+    assert tokens["x-campaign:spring"] == 1
+    assert tokens["x-campaign:blast"] == 1
+    assert tokens["date:tue"] == 1
+    assert tokens["date:0800"] == 1
+    assert tokens["received:relay"] == 1
+    assert "spring" not in tokens  # never a body word
+
+
+def test_html_styles_scripts_and_comments_give_hidden_words_not_body_words():
+    body = (
+        "Content-Type: text/html\n\n<html><style>.promo { color: red }</style>"
+        "<!-- lorem ipsum --><p>Visible offer</p><script>track()</script></html>"
+    )
+    raw = f"From: a@example.org\nSubject: x\nMIME-Version: 1.0\n{body}".encode()
+    tokens = tokenize_raw(raw).token_counts
+    assert {"hidden:promo", "hidden:red", "hidden:lorem", "hidden:track"} <= set(tokens)
+    assert "visible" in tokens
+    assert not {"promo", "lorem", "track"} & set(tokens)
+    assert "promo" not in text_only(raw)  # the text-only view stays the visible text
