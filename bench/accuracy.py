@@ -73,6 +73,38 @@ def _has_prefix(*prefixes: str) -> Callable[[str], bool]:
     return lambda token: token.startswith(prefixes)
 
 
+_EARLIER_PREFIXES = frozenset(
+    {
+        "subject",
+        "x-mailer",
+        "user-agent",
+        "organization",
+        "received",
+        "message-id",
+        "list-id",
+        "content-type",
+        "mime-version",
+        "from",
+        "to",
+        "cc",
+        "reply-to",
+        "sender",
+        "return-path",
+        "errors-to",
+        "delivered-to",
+        "header",
+        "url",
+        "urlpath",
+        "email",
+        "digits",
+        "attachment",
+        "filename",
+        "hidden",
+        "skip",
+    }
+)
+
+
 # Token families that can be ablated by dropping their tokens after tokenizing (exact: the
 # tokenizer emits each family independently of the others).
 FAMILIES: dict[str, Callable[[str], bool]] = {
@@ -92,6 +124,10 @@ FAMILIES: dict[str, Callable[[str], bool]] = {
     "list-headers": _has_prefix("list-"),
     "x-headers": _has_prefix("x-"),
     "hidden": _has_prefix("hidden:"),
+    # header words beyond the nine headers that gave words before every header did
+    "other-header-words": lambda token: (
+        ":" in token and token.partition(":")[0] not in _EARLIER_PREFIXES
+    ),
 }
 
 

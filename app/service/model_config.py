@@ -34,10 +34,11 @@ class ModelConfig(BaseModel):
     stop_words: Literal["english", "none"] | list[str] = "english"
     spam_threshold: float = Field(default=0.9, gt=0, le=1)
     ham_threshold: float = Field(default=0.1, ge=0, lt=1)
-    # Robinson-Fisher, measured with `spamsift evaluate` on the shared corpora (1-ROCA % / FNR at
-    # FPR <= 0.1 %, spamassassin raw | text-only | trec06c text-only): a weak pull toward x for
-    # rare tokens and no minimum deviation ranked best, s=0.03: 0.011/4.10 | 0.180/5.19 |
-    # 0.024/4.79, against SpamBayes' s=0.45, min_dev=0.1: 0.030/6.83 | 0.228/9.29 | 0.042/6.18.
+    # Robinson-Fisher, chosen by the best worst case over every shared corpus view, batch split
+    # and online (`python -m bench.accuracy --limit 2000 --set ...`, docs/accuracy.md): s=0.03,
+    # x=0.5, min_dev=0 is at worst 1.63x bogofilter; bogofilter's own s=0.0178, x=0.52,
+    # min_dev=0.375 is at worst 13.7x (online 1-ROCA % spamassassin text-only 0.80 -> 1.41,
+    # csdmc2010 text-only 0.058 -> 0.198), min_dev=0.1 at worst 1.78-1.85x.
     rf_strength: float = Field(default=0.03, gt=0, le=1000)
     rf_assumed: float = Field(default=0.5, gt=0, lt=1)
     rf_min_dev: float = Field(default=0.0, ge=0, lt=0.5)

@@ -4,6 +4,7 @@ end and writes every section (sanity only: a slice this small measures nothing).
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -41,10 +42,17 @@ def test_the_accuracy_harness_runs_every_view_in_both_protocols(tmp_path: Path) 
             systems = ("spamsift", "bogofilter") if with_peer else ("spamsift",)
             for system in systems:
                 measures = part[system]
-                assert 0 <= measures["one_minus_roca_percent"] <= 100
-                assert 0 <= measures["fnr_at_max_fpr"] <= 1
+                # a batch test split of 8 messages may hold one class only: no ROC then
+                assert _nan_or_within(measures["one_minus_roca_percent"], 100)
+                assert _nan_or_within(measures["fnr_at_max_fpr"], 1)
                 assert measures["top_errors"]
             if with_peer:
-                assert part["ratio_to_best_peer"]["one_minus_roca_percent"] > 0
+                assert "one_minus_roca_percent" in part["ratio_to_best_peer"]
         assert len(view["online"]["learning_curve"]) == 10
+        online = view["online"]["spamsift"]  # 40 messages hold both classes
+        assert 0 <= online["one_minus_roca_percent"] <= 100
     assert len(report["table"]) == 2 + 2 * len(VIEWS)
+
+
+def _nan_or_within(value: float, high: float) -> bool:
+    return math.isnan(value) or 0 <= value <= high
