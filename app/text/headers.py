@@ -155,6 +155,11 @@ _ADDRESS_HEADERS = frozenset(
 # names still count ("header:list-post"). Only spamassassin has headers worth measuring (the
 # others are judged text-only), so this list rests on one corpus.
 _DENIED_WORD_HEADER_PREFIXES = ("list-", "x-")
+# Header names spelled like the tokenizer's own prefixes would give tokens that collide with
+# another family's ("header:x" from a "Header: x" field, "digits:4" from "Digits: 4").
+_DENIED_WORD_HEADERS = frozenset(
+    {"header", "url", "urlpath", "email", "digits", "hidden", "skip", "attachment", "filename"}
+)
 _DOMAIN = re.compile(r"@\[?([a-z0-9][a-z0-9-]{0,62}(?:\.[a-z0-9-]{1,63}){0,8})")
 
 
@@ -183,7 +188,11 @@ def header_tokens(headers: Sequence[tuple[str, str]], limits: TokenizerLimits) -
                 # Display-name words; the address itself already gave its domain.
                 display = " ".join(p for p in normalized.partition("<")[0].split() if "@" not in p)
                 tokens.extend(map("from:word:".__add__, word_tokens(display, max_chars)))
-        elif not name.startswith(_DENIED_WORD_HEADER_PREFIXES) and len(name) <= max_chars:
+        elif (
+            not name.startswith(_DENIED_WORD_HEADER_PREFIXES)
+            and name not in _DENIED_WORD_HEADERS
+            and len(name) <= max_chars
+        ):
             normalized = normalize_text(value)
             tokens.extend(map(f"{name}:".__add__, text_tokens(normalized, max_chars)))
     return tokens

@@ -162,3 +162,11 @@ def test_list_machinery_and_x_headers_give_their_names_but_not_their_words():
         tokens
     )
     assert not [t for t in tokens if t.startswith(("list-unsubscribe:", "x-"))]
+
+
+def test_a_header_named_like_a_token_family_gives_no_colliding_tokens():
+    headers = "From: a@example.org\nSubject: Hi\nHeader: subject\nDigits: 4"
+    tokens = tokenize_raw(make_raw(headers=headers, body="hi")).token_counts
+    assert "header:subject" in tokens  # the Subject field's name, once
+    assert tokens["header:subject"] == 1
+    assert "digits:4" not in tokens
