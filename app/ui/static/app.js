@@ -6,7 +6,10 @@ import { barChart } from "./charts.js";
 import { bytes, field, fill, h, number, percent, uid, when } from "./dom.js";
 import { batches, readMessages } from "./mail.js";
 
-const view = document.getElementById("view");
+const root = document.getElementById("view");
+// Each page is built in a detached element (the `view` its renderer gets) and shown only if no
+// later route replaced it, so a slow answer for a page left behind never covers the one asked for.
+let routeCount = 0;
 const nav = document.getElementById("nav");
 const who = document.getElementById("who");
 const banner = document.getElementById("banner");
@@ -121,7 +124,8 @@ function renderSignIn(message) {
     button,
   );
   say(message || "", message ? "error" : "info");
-  fill(view, form);
+  routeCount += 1; // a page still loading must not cover the sign-in form
+  fill(root, form);
   input.focus();
 }
 
@@ -198,14 +202,18 @@ async function route() {
     location.hash = firstPage();
     return;
   }
-  fill(view, h("p", { class: "loading" }, "Loading…"));
+  routeCount += 1;
+  const mine = routeCount;
+  const target = document.createElement("div");
   try {
-    await RENDERERS[id](argument);
+    await RENDERERS[id](argument, target);
   } catch (error) {
     if (error instanceof ApiError && error.status === 401) return; // signed out already
-    fill(view, h("div", { class: "card" }, h("h1", {}, "Could not load this page"), h("p", { class: "error" }, errorText(error))));
+    fill(target, h("div", { class: "card" }, h("h1", {}, "Could not load this page"), h("p", { class: "error" }, errorText(error))));
   }
-  view.focus({ preventScroll: true });
+  if (mine !== routeCount || !state.identity) return;
+  fill(root, [...target.childNodes]);
+  root.focus({ preventScroll: true });
 }
 
 window.addEventListener("hashchange", route);
@@ -245,7 +253,7 @@ function warningsList(stats) {
   return h("ul", { class: "warnings" }, stats.warnings.map((warning) => h("li", {}, String(warning))));
 }
 
-async function renderOverview() {
+async function renderOverview(_argument, view) {
   const names = await modelNames();
   const all = await Promise.all(names.map((name) => get(`${modelPath(name)}/stats`)));
   const totalTokens = all.reduce((sum, stats) => sum + stats.vocabulary.tokens, 0);
@@ -297,7 +305,7 @@ async function renderOverview() {
 
 const RANGE_WORDS = { "24h": "in the last 24 hours", "7d": "in the last 7 days", "30d": "in the last 30 days" };
 
-async function renderModel(argument) {
+async function renderModel(argument, view) {
   const name = await chosenModel(argument);
   const [picker, stats, activity] = await Promise.all([
     modelPicker(name, "model"),
@@ -425,7 +433,7 @@ function topTokens(stats) {
 
 // --- scan ----------------------------------------------------------------------------------
 
-async function renderScan(argument) {
+async function renderScan(argument, view) {
   const name = await chosenModel(argument);
   const picker = await modelPicker(name, "scan");
   const text = h("textarea", { name: "message", rows: 10, spellcheck: "false" });
@@ -555,7 +563,7 @@ function feedbackButtons(name, answer) {
 
 // --- learn -------------------------------------------------------------------------------------
 
-async function renderLearn(argument) {
+async function renderLearn(argument, view) {
   const name = await chosenModel(argument);
   const picker = await modelPicker(name, "learn");
   let classes = ["spam", "ham"];
@@ -564,7 +572,7 @@ async function renderLearn(argument) {
   const files = h("input", { type: "file", name: "files", multiple: true, accept: ".eml,.mbox,.txt,message/rfc822,application/mbox" });
   const progress = h("progress", { max: 1, value: 0, hidden: true });
   progress.id = uid("progress");
-  const progressLabel = h("label", { for: progress.id, hidden: true }, "Progress");
+  const progressLabel = h("label", { for: progress.id, class: "progress-label", hidden: true }, "Progress");
   const report = h("pre", { class: "report", "aria-live": "polite" });
   const button = h("button", { type: "submit" }, "Learn");
   const filesField = field("Mail files: .eml files or an mbox", files, { wide: true });
@@ -715,7 +723,7 @@ function optionValue(option, control) {
   }
 }
 
-async function renderSettings(argument) {
+async function renderSettings(argument, view) {
   const name = await chosenModel(argument);
   const [picker, model] = await Promise.all([modelPicker(name, "settings"), get(modelPath(name))]);
   const fields = {};
@@ -785,7 +793,7 @@ async function renderSettings(argument) {
 
 // --- keys ----------------------------------------------------------------------------------------
 
-async function renderKeys() {
+async function renderKeys(_argument, view) {
   const [listing, names] = await Promise.all([get("v1/keys"), modelNames()]);
   const scopeBoxes = ["classify", "train", "admin"].map((scope) => {
     const box = h("input", { type: "checkbox", name: "scopes", value: scope, checked: scope === "classify" });
@@ -937,7 +945,7 @@ async function boot() {
     if (error instanceof ApiError && error.status === 401) {
       if (!hadKey) renderSignIn(null); // else signed out already, with the reason
     } else {
-      fill(view, h("p", { class: "error" }, `The server did not answer: ${errorText(error)}`));
+      fill(root, h("p", { class: "error" }, `The server did not answer: ${errorText(error)}`));
     }
   }
 }

@@ -4,10 +4,10 @@
 
 import { h, s, number } from "./dom.js";
 
-const WIDTH = 640;
-const HEIGHT = 200;
-const LEFT = 44;
-const BOTTOM = 24;
+const WIDTH = 360;
+const HEIGHT = 180;
+const LEFT = 34;
+const BOTTOM = 20;
 const TOP = 8;
 
 function niceMax(value) {
@@ -51,7 +51,7 @@ export function barChart({ title, buckets, unit, series, stacked = true }) {
     ),
   );
   const bars = [];
-  const labelEvery = Math.ceil(buckets.length / 12);
+  const labelEvery = Math.ceil(buckets.length / 7);
   buckets.forEach((start, i) => {
     const x0 = LEFT + i * slot;
     let base = 0;
