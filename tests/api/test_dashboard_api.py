@@ -110,6 +110,9 @@ def test_keys_are_created_listed_and_revoked_over_http(settings: Settings, db: D
             "/v1/keys", json={"scopes": ["train"], "models": ["nope"]}, headers=bearer(admin)
         )
         limited = client.get("/v1/keys", headers=bearer(secret))
+        bad_name = client.post(
+            "/v1/keys", json={"scopes": ["train"], "name": "a\x00b"}, headers=bearer(admin)
+        )
 
     assert made.json()["scopes"] == ["classify"]
     assert made.json()["models"] == ["default"]
@@ -126,6 +129,7 @@ def test_keys_are_created_listed_and_revoked_over_http(settings: Settings, db: D
     assert bad_scope.status_code == 422
     assert bad_model.status_code == 404
     assert limited.status_code == 401  # revoked by then
+    assert bad_name.status_code == 422
 
 
 def test_whoami_in_development_mode(client: TestClient) -> None:

@@ -83,6 +83,9 @@ def test_learning_from_uploaded_mail_changes_the_counts_and_the_chart(
         path = tmp_path / f"ham-{i}.eml"
         path.write_text(ham_message(i))
         hams.append(path)
+    tiny = tmp_path / "tiny.eml"  # too few tokens to learn from: refused, the rest learned
+    tiny.write_text("Subject: hi\r\n\r\nok\r\n")
+    hams.append(tiny)
     page = open_page()
     page.sign_in(ADMIN_KEY)
     page.tab.get_by_role("heading", name="Overview").wait_for()
@@ -101,8 +104,8 @@ def test_learning_from_uploaded_mail_changes_the_counts_and_the_chart(
     page.tab.get_by_label("Learn them as").select_option("ham")
     page.tab.get_by_label("Mail files").set_input_files([str(path) for path in hams])
     page.tab.get_by_role("button", name="Learn").click()
-    report.filter(has_text="5 messages in").wait_for()
-    assert page.tab.locator("progress").get_attribute("value") == "5"
+    report.filter(has_text="6 messages in").wait_for()
+    assert page.tab.locator("progress").get_attribute("value") == "6"
     page.shoot("learn")
     ham_report = report.inner_text()
 
@@ -119,6 +122,9 @@ def test_learning_from_uploaded_mail_changes_the_counts_and_the_chart(
     assert f"model {model}: 12 messages in" in spam_report
     assert "  trained        12" in spam_report
     assert "  trained        5" in ham_report
+    assert "  refused        1" in ham_report
+    assert "1 too_few_tokens, e.g. " in ham_report
+    assert ham_report.rstrip().endswith(": tiny.eml")
     assert (spam_count, ham_count) == ("12", "5")
     assert "trained 17" in after
     assert api.get(f"/v1/models/{model}").json()["messages"] == {"ham": 5, "spam": 12}

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Path
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from app.api.auth import AUTH_ERRORS, any_key, requires
 from app.api.deps import RuntimeDep
@@ -47,6 +47,14 @@ class CreateKeyRequest(Strict):
         default=None, max_length=1000, description="Limit the key to these models; null: all"
     )
     name: str = Field(default="", max_length=MAX_NAME_CHARS, description="A note: who uses it")
+
+    @field_validator("name")
+    @classmethod
+    def _printable(cls, name: str) -> str:
+        # A NUL would reach the SQL driver (PostgreSQL refuses it); a name is a note for people.
+        if not name.isprintable():
+            raise ValueError("a key name is printable characters")
+        return name
 
 
 class CreatedKey(KeyResponse):

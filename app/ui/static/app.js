@@ -608,6 +608,11 @@ async function renderLearn(argument, view) {
   fill(view, h("div", { class: "page-head" }, h("h1", {}, "Learn from mail"), picker), form, report);
 }
 
+/** A 4xx about the messages themselves (not the key, not the server's load). */
+function refusedForItsMessages(error) {
+  return error instanceof ApiError && error.status >= 400 && error.status < 500 && ![401, 403, 429].includes(error.status);
+}
+
 async function learn(name, label, fileList, { progress, progressLabel, report }) {
   const started = performance.now();
   const items = await readMessages([...fileList]);
@@ -633,21 +638,16 @@ async function learn(name, label, fileList, { progress, progressLabel, report })
       });
       answer.results.forEach(count);
     } catch (error) {
-      if (!(error instanceof ApiError) || error.status === 401 || error.status >= 500 || group.length === 1) {
-        if (group.length === 1 && error instanceof ApiError && error.status < 500 && error.status !== 401) {
-          refuse(group[0].origin, error);
-        } else {
-          throw error;
-        }
-      } else {
-        // One refused message refuses its whole batch (one transaction): train one by one.
-        for (const item of group) {
-          try {
-            count(await post(`${modelPath(name)}/train`, { label, raw: item.raw }));
-          } catch (itemError) {
-            if (!(itemError instanceof ApiError) || itemError.status === 401 || itemError.status >= 500) throw itemError;
-            refuse(item.origin, itemError);
-          }
+      if (!refusedForItsMessages(error)) throw error;
+      // A refused message refuses its whole batch (one transaction): send them one by one,
+      // so that only the bad ones are left out.
+      for (const item of group) {
+        try {
+          if (group.length === 1) throw error; // already refused alone
+          count(await post(`${modelPath(name)}/train`, { label, raw: item.raw }));
+        } catch (itemError) {
+          if (!refusedForItsMessages(itemError)) throw itemError;
+          refuse(item.origin, itemError);
         }
       }
     }
