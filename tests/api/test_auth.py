@@ -48,7 +48,6 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None, str]] = [
     ("GET", "/v1/models/default/stats", None, "admin"),
     ("GET", "/v1/models/default/activity", None, "admin"),
     ("GET", "/v1/keys", None, "admin"),
-    ("POST", "/v1/keys", {"scopes": ["classify"]}, "admin"),
     ("DELETE", "/v1/keys/0123456789ab", None, "admin"),
     ("GET", "/v1/keys/me", None, "any"),  # any valid key may ask which key it is
     ("GET", "/metrics", None, "admin"),
@@ -61,6 +60,8 @@ ROUTES: list[tuple[str, str, dict[str, Any] | None, str]] = [
     ("POST", "/v1/models/default/classify", MESSAGE, "classify"),
     ("POST", "/v1/models/default/classify/batch", {"items": [MESSAGE]}, "classify"),
     ("POST", "/classify", MESSAGE, "classify"),
+    # Last: in development mode the key it makes closes development mode.
+    ("POST", "/v1/keys", {"scopes": ["classify"]}, "admin"),
 ]
 OPEN_PATHS = {"/healthz", "/readyz"}
 ROUTE_IDS = [f"{method} {path}" for method, path, _, _ in ROUTES]

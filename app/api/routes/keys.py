@@ -66,7 +66,7 @@ class Identity(BaseModel):
     key: KeyResponse | None = Field(description="The key of this request; null in development")
 
 
-@router.get("/me")
+@router.get("/me", responses=error_responses(503))
 def whoami(key: Annotated[ApiKey | None, any_key()]) -> Identity:
     """Tell which key this request carries: its scopes and the models it may use. Any valid
     key may ask; the dashboard uses it to show what the key can do."""
