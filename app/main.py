@@ -14,7 +14,7 @@ from app.api.auth import install_auth
 from app.api.error_responses import ErrorBody, install_error_handlers
 from app.api.limits import RequestGuard
 from app.api.middleware import RequestLog
-from app.api.routes import health, messages, models
+from app.api.routes import activity, health, keys, messages, models, ui
 from app.api.routes.metrics import install_metrics
 from app.api.schemas import ClassifyRequest, FeedbackRequest, TrainRequest
 from app.config import Settings
@@ -65,6 +65,9 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     app.include_router(models.router)
     app.include_router(messages.router)
     app.include_router(messages.short_forms)
+    app.include_router(activity.router)
+    app.include_router(keys.router)
+    app.include_router(ui.router)
     _document_message_bodies(app)
     return app
 

@@ -26,7 +26,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.api.error_responses import error_responses
 from app.errors import Forbidden, TooManyFailures, Unauthorized
-from app.service.keys import KeyGuard, Scope
+from app.service.keys import ApiKey, KeyGuard, Scope
 
 MAX_FAILURES = 10
 FAILURE_WINDOW_SECONDS = 60.0
@@ -109,6 +109,45 @@ def install_auth(app: FastAPI, guard: KeyGuard) -> None:
     app.state.failure_throttle = FailureThrottle()
 
 
+def _authenticate(
+    request: Request, credentials: HTTPAuthorizationCredentials | None
+) -> ApiKey | None:
+    """Return the request's valid key; None in development mode; Unauthorized, TooManyFailures
+    otherwise."""
+    guard: KeyGuard = request.app.state.key_guard
+    if not guard.enforced():
+        return None
+    throttle: FailureThrottle = request.app.state.failure_throttle
+    client = request.client.host if request.client else "unknown"
+    blocked_seconds = throttle.blocked_for(client)
+    if blocked_seconds > 0:
+        raise TooManyFailures(
+            "too many failed API keys from this address; wait and retry",
+            retry_after_seconds=math.ceil(blocked_seconds),
+        )
+    if credentials is None:
+        raise Unauthorized("this request needs an API key: Authorization: Bearer <key>")
+    key = guard.authenticate(credentials.credentials)
+    if key is None:
+        throttle.record_failure(client)
+        raise Unauthorized("unknown or revoked API key")
+    request.state.api_key = key
+    return key
+
+
+def any_key() -> Any:
+    """A route dependency: the request needs a valid key of any scope and models (it is
+    handed to the route); None in development mode."""
+
+    def authenticate(
+        request: Request,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ) -> ApiKey | None:
+        return _authenticate(request, credentials)
+
+    return Depends(authenticate)
+
+
 def requires(scope: Scope, *, model_query: bool = False) -> Any:
     """A route dependency: the request needs a key with `scope` for its model, taken from the
     path's `{name}` or, with `model_query`, from `?model=` (default `default`)."""
@@ -117,23 +156,9 @@ def requires(scope: Scope, *, model_query: bool = False) -> Any:
         request: Request,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     ) -> None:
-        guard: KeyGuard = request.app.state.key_guard
-        if not guard.enforced():
-            return
-        throttle: FailureThrottle = request.app.state.failure_throttle
-        client = request.client.host if request.client else "unknown"
-        blocked_seconds = throttle.blocked_for(client)
-        if blocked_seconds > 0:
-            raise TooManyFailures(
-                "too many failed API keys from this address; wait and retry",
-                retry_after_seconds=math.ceil(blocked_seconds),
-            )
-        if credentials is None:
-            raise Unauthorized("this request needs an API key: Authorization: Bearer <key>")
-        key = guard.authenticate(credentials.credentials)
+        key = _authenticate(request, credentials)
         if key is None:
-            throttle.record_failure(client)
-            raise Unauthorized("unknown or revoked API key")
+            return
         if not key.allows(scope):
             raise Forbidden(f"this API key lacks the {scope!r} scope")
         if model_query:
@@ -144,6 +169,5 @@ def requires(scope: Scope, *, model_query: bool = False) -> Any:
             if model_name is None:
                 raise Forbidden("this API key is limited to some models; this request is not")
             raise Forbidden(f"this API key may not use the model {model_name!r}")
-        request.state.api_key = key
 
     return Depends(authorize)

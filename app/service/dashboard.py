@@ -1,9 +1,9 @@
-"""Use case: the admin dashboard JSON of SPEC §6.2."""
+"""Use cases of the admin dashboard: the stats JSON of SPEC §6.2 and activity as a time series."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from sqlalchemy import Connection
@@ -11,10 +11,17 @@ from sqlalchemy import Connection
 from app.bayes.naive_bayes import top_tokens
 from app.bayes.vocabulary import select_vocabulary
 from app.service.runtime import Runtime
-from app.store.activity import sum_activity
+from app.store.activity import last_event_hour, read_activity_hours, sum_activity
 
 PERIODS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "all": None}
 TOP_TOKENS = 20
+# The ranges of the activity series: how many buckets of which width, the last one now's.
+ActivityRange = Literal["24h", "7d", "30d"]
+RANGES: dict[str, tuple[Literal["hour", "day"], int]] = {
+    "24h": ("hour", 24),
+    "7d": ("day", 7),
+    "30d": ("day", 30),
+}
 
 
 def model_stats(rt: Runtime, *, model_name: str) -> dict[str, Any]:
@@ -48,16 +55,17 @@ def model_stats(rt: Runtime, *, model_name: str) -> dict[str, Any]:
 
     now = datetime.now(UTC)
 
-    def read(conn: Connection) -> dict[str, Any]:
-        return {
+    def read(conn: Connection) -> tuple[dict[str, Any], datetime | None]:
+        periods = {
             period: _activity(
                 sum_activity(conn, live.id, since=None if span is None else now - span),
                 live.classes,
             )
             for period, span in PERIODS.items()
         }
+        return periods, last_event_hour(conn, live.id, "trained")
 
-    activity = rt.db.run(read, write=False)
+    activity, last_trained_hour = rt.db.run(read, write=False)
     return {
         "model": live.name,
         "generation": generation,
@@ -69,17 +77,78 @@ def model_stats(rt: Runtime, *, model_name: str) -> dict[str, Any]:
             for label, ranked in strongest.items()
         },
         "activity": activity,
+        "last_trained_hour": None if last_trained_hour is None else last_trained_hour.isoformat(),
         "database_bytes": rt.db.size_bytes(),
     }
 
 
-def _activity(events: dict[str, int], classes: tuple[str, ...]) -> dict[str, Any]:
-    verdict_labels = (*classes, "unsure") if set(classes) == {"ham", "spam"} else classes
+def model_activity(rt: Runtime, *, model_name: str, span: ActivityRange) -> dict[str, Any]:
+    """Return the model's activity over `span` in buckets (hours for 24h, UTC days else), with
+    totals and the correction rates: corrections per classified message, and on a ham/spam
+    model false positives (corrected to ham) and false negatives (corrected to spam)."""
+    rt.flush_classifications()
+    live = rt.models.get(model_name)
+    unit, count = RANGES[span]
+    now = datetime.now(UTC)
+    if unit == "hour":
+        width = timedelta(hours=1)
+        last = now.replace(minute=0, second=0, microsecond=0)
+    else:
+        width = timedelta(days=1)
+        last = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    first = last - (count - 1) * width
+    rows = rt.db.run(lambda conn: read_activity_hours(conn, live.id, since=first), write=False)
+    bucket_events: list[dict[str, int]] = [{} for _ in range(count)]
+    for hour, event, n in rows:
+        index = min(int((hour - first) / width), count - 1)
+        if index >= 0:
+            bucket_events[index][event] = bucket_events[index].get(event, 0) + n
+    totals: dict[str, int] = {}
+    for events in bucket_events:
+        for event, n in events.items():
+            totals[event] = totals.get(event, 0) + n
+    summed = _activity(totals, live.classes)
+    classified = summed["classified"]
+
+    def rate(n: int) -> float | None:
+        return None if classified == 0 else n / classified
+
+    rates: dict[str, float | None] = {"corrections": rate(summed["corrections"])}
+    if _is_ham_spam(live.classes):
+        rates["false_positives"] = rate(summed["false_positives"])
+        rates["false_negatives"] = rate(summed["false_negatives"])
     return {
+        "model": live.name,
+        "range": span,
+        "bucket": unit,
+        "classes": list(live.classes),
+        "buckets": [
+            {"start": (first + i * width).isoformat(), **_activity(events, live.classes)}
+            for i, events in enumerate(bucket_events)
+        ],
+        "totals": summed,
+        "rates": rates,
+    }
+
+
+def _is_ham_spam(classes: tuple[str, ...]) -> bool:
+    return set(classes) == {"ham", "spam"}
+
+
+def _activity(events: dict[str, int], classes: tuple[str, ...]) -> dict[str, Any]:
+    verdict_labels = (*classes, "unsure") if _is_ham_spam(classes) else classes
+    summed: dict[str, Any] = {
         "trained": events.get("trained", 0),
         "forgotten": events.get("forgotten", 0),
         "classified": events.get("classified", 0),
         "corrections": events.get("corrections", 0),
         "feedback": events.get("feedback", 0),
         "verdicts": {label: events.get(f"verdict:{label}", 0) for label in verdict_labels},
+        # Corrections by the label users gave (counted so since the dashboard page; older
+        # corrections are in `corrections` only).
+        "corrected_to": {label: events.get(f"correction:{label}", 0) for label in classes},
     }
+    if _is_ham_spam(classes):
+        summed["false_positives"] = summed["corrected_to"]["ham"]
+        summed["false_negatives"] = summed["corrected_to"]["spam"]
+    return summed

@@ -290,6 +290,9 @@ def _write(
                 any(r.previous_label not in (None, r.label) for r in results)
                 or feedback_verdict not in (None, "unsure", label)
             )
+            # By the label users gave: on a ham/spam model a correction to ham is a false
+            # positive, one to spam a false negative (the dashboard's two rates).
+            counted[f"correction:{label}"] = counted["corrections"]
         add_activity(conn, live.id, hour=_this_hour(), events=counted)
         write.generation = generation
         write.new_token_ids, write.new_token_texts = new_ids, new_texts

@@ -8,6 +8,7 @@ from datetime import datetime
 from sqlalchemy import Connection, func, select
 
 from app.store.dialect import upsert
+from app.store.models import as_utc
 from app.store.tables import activity
 
 
@@ -38,3 +39,24 @@ def sum_activity(conn: Connection, model_id: int, *, since: datetime | None) -> 
     if since is not None:
         query = query.where(activity.c.hour >= since)
     return {event: int(total) for event, total in conn.execute(query.group_by(activity.c.event))}
+
+
+def read_activity_hours(
+    conn: Connection, model_id: int, *, since: datetime
+) -> list[tuple[datetime, str, int]]:
+    """Return (hour, event, count) rows from `since` on, oldest first."""
+    query = (
+        select(activity.c.hour, activity.c.event, activity.c.count)
+        .where(activity.c.model_id == model_id, activity.c.hour >= since)
+        .order_by(activity.c.hour, activity.c.event)
+    )
+    return [(as_utc(hour), event, int(count)) for hour, event, count in conn.execute(query)]
+
+
+def last_event_hour(conn: Connection, model_id: int, event: str) -> datetime | None:
+    """Return the latest hour with a count of `event`, or None when it never happened."""
+    query = select(func.max(activity.c.hour)).where(
+        activity.c.model_id == model_id, activity.c.event == event, activity.c.count > 0
+    )
+    hour = conn.execute(query).scalar_one_or_none()
+    return None if hour is None else as_utc(hour)

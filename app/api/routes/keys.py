@@ -1,0 +1,103 @@
+"""API keys over HTTP: who am I, and (admin) list, create and revoke keys, as `spamsift keys`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Path
+from pydantic import BaseModel, Field, field_validator
+
+from app.api.auth import AUTH_ERRORS, any_key, requires
+from app.api.deps import RuntimeDep
+from app.api.error_responses import error_responses
+from app.api.schemas import Strict
+from app.service.keys import MAX_NAME_CHARS, ApiKey, Scope, create_key, list_keys, revoke_key
+
+router = APIRouter(prefix="/v1/keys", tags=["keys"], responses=AUTH_ERRORS)
+
+
+class KeyResponse(BaseModel):
+    key_id: str = Field(description="The key's public id; the secret is never shown again")
+    name: str
+    scopes: list[str]
+    models: list[str] | None = Field(description="The models it may use; null: every model")
+    created_at: datetime
+    revoked_at: datetime | None
+
+    @classmethod
+    def of(cls, key: ApiKey) -> KeyResponse:
+        return cls(
+            key_id=key.key_id,
+            name=key.name,
+            scopes=list(key.scopes),
+            models=None if key.models is None else list(key.models),
+            created_at=key.created_at,
+            revoked_at=key.revoked_at,
+        )
+
+
+class KeyList(BaseModel):
+    keys: list[KeyResponse]
+
+
+class CreateKeyRequest(Strict):
+    scopes: list[Scope] = Field(min_length=1, max_length=3, examples=[["classify"]])
+    models: list[str] | None = Field(
+        default=None, max_length=1000, description="Limit the key to these models; null: all"
+    )
+    name: str = Field(default="", max_length=MAX_NAME_CHARS, description="A note: who uses it")
+
+    @field_validator("name")
+    @classmethod
+    def _printable(cls, name: str) -> str:
+        # A NUL would reach the SQL driver (PostgreSQL refuses it); a name is a note for people.
+        if not name.isprintable():
+            raise ValueError("a key name is printable characters")
+        return name
+
+
+class CreatedKey(KeyResponse):
+    key: str = Field(description="The secret key: shown this once, stored only hashed")
+
+
+class Identity(BaseModel):
+    development_mode: bool = Field(description="No key exists: every endpoint is open")
+    key: KeyResponse | None = Field(description="The key of this request; null in development")
+
+
+@router.get("/me", responses=error_responses(503))
+def whoami(key: Annotated[ApiKey | None, any_key()]) -> Identity:
+    """Tell which key this request carries: its scopes and the models it may use. Any valid
+    key may ask; the dashboard uses it to show what the key can do."""
+    return Identity(development_mode=key is None, key=None if key is None else KeyResponse.of(key))
+
+
+@router.get("", dependencies=[requires("admin")], responses=error_responses(503))
+def list_all(rt: RuntimeDep) -> KeyList:
+    """List every API key, revoked ones too, without their secrets."""
+    return KeyList(keys=[KeyResponse.of(key) for key in list_keys(rt.db)])
+
+
+@router.post(
+    "",
+    status_code=201,
+    dependencies=[requires("admin")],
+    responses=error_responses(404, 422, 503),
+)
+def create(body: CreateKeyRequest, rt: RuntimeDep) -> CreatedKey:
+    """Make a key with scopes (admin implies train and classify), optionally limited to some
+    existing models. The answer holds the secret key, shown this once."""
+    secret, key = create_key(rt.db, scopes=body.scopes, models=body.models, name=body.name)
+    return CreatedKey(key=secret, **KeyResponse.of(key).model_dump())
+
+
+@router.delete(
+    "/{key_id}", dependencies=[requires("admin")], responses=error_responses(404, 422, 503)
+)
+def revoke(
+    key_id: Annotated[str, Path(pattern=r"^x?[0-9a-f]{11,12}$", description="The key's id")],
+    rt: RuntimeDep,
+) -> KeyResponse:
+    """Revoke a key by its id: from the next second on it is refused everywhere."""
+    return KeyResponse.of(revoke_key(rt.db, key=key_id))

@@ -1,0 +1,76 @@
+"""The admin dashboard: static files under /ui, and `GET /` sending the browser there.
+
+The page is public (it holds no data); everything it shows comes from the API with the key the
+operator signs in with. Its answers carry a strict Content-Security-Policy (scripts, styles and
+requests only from this origin, no inline script or style) and refuse to be framed.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from fastapi import APIRouter, HTTPException, Response
+from fastapi.responses import RedirectResponse
+
+router = APIRouter(include_in_schema=False)
+
+MEDIA_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+}
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+        "frame-ancestors 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+
+def _asset(name: str) -> bytes | None:
+    """Return the bytes of static/`name`, or None for anything not a file there."""
+    if "/" in name or name.startswith(".") or not name:
+        return None
+    suffix = name[name.rfind(".") :] if "." in name else ""
+    if suffix not in MEDIA_TYPES:
+        return None
+    path = resources.files("app.ui").joinpath("static", name)
+    if not path.is_file():
+        return None
+    return path.read_bytes()
+
+
+def _serve(name: str) -> Response:
+    content = _asset(name)
+    if content is None:
+        raise HTTPException(404, "no such file in the dashboard")
+    media_type = MEDIA_TYPES[name[name.rfind(".") :]]
+    return Response(content, media_type=media_type, headers=SECURITY_HEADERS)
+
+
+@router.get("/")
+def root() -> RedirectResponse:
+    """Send a browser to the dashboard (relative, so it works behind a path prefix)."""
+    return RedirectResponse("ui/", status_code=307)
+
+
+@router.get("/ui")
+def ui_without_slash() -> RedirectResponse:
+    return RedirectResponse("ui/", status_code=307)
+
+
+@router.get("/ui/")
+def ui_page() -> Response:
+    return _serve("index.html")
+
+
+@router.get("/ui/{name}")
+def ui_file(name: str) -> Response:
+    return _serve(name)
