@@ -7,9 +7,15 @@ from typing import Any
 from fastapi import APIRouter, Response
 
 from app.api.auth import AUTH_ERRORS, requires
-from app.api.deps import ModelName, RuntimeDep
+from app.api.deps import (
+    CreateModelInput,
+    ModelName,
+    RuntimeDep,
+    UpdateModelInput,
+    json_body_openapi,
+)
 from app.api.error_responses import error_responses
-from app.api.schemas import CreateModelRequest, ModelList, ModelResponse, UpdateModelRequest
+from app.api.schemas import ModelList, ModelResponse
 from app.service.dashboard import model_stats
 from app.service.models import create_model, delete_model, get_model, list_models, update_model
 
@@ -18,8 +24,13 @@ router = APIRouter(
 )
 
 
-@router.post("", status_code=201, responses=error_responses(409, 422, 503))
-def create(body: CreateModelRequest, rt: RuntimeDep) -> ModelResponse:
+@router.post(
+    "",
+    status_code=201,
+    responses=error_responses(409, 415, 422, 503),
+    openapi_extra=json_body_openapi("CreateModelRequest"),
+)
+def create(body: CreateModelInput, rt: RuntimeDep) -> ModelResponse:
     """Create a named filter (one per domain, per user …) with its classes and options."""
     info = create_model(rt, name=body.name, classes=body.classes, config=body.options())
     return ModelResponse.of(info)
@@ -37,8 +48,12 @@ def read(name: ModelName, rt: RuntimeDep) -> ModelResponse:
     return ModelResponse.of(get_model(rt, name=name))
 
 
-@router.patch("/{name}", responses=error_responses(404, 422, 503))
-def change(name: ModelName, body: UpdateModelRequest, rt: RuntimeDep) -> ModelResponse:
+@router.patch(
+    "/{name}",
+    responses=error_responses(404, 415, 422, 503),
+    openapi_extra=json_body_openapi("UpdateModelRequest"),
+)
+def change(name: ModelName, body: UpdateModelInput, rt: RuntimeDep) -> ModelResponse:
     """Change options (thresholds, event model, alpha …); `null` resets one to its default.
     Counts are kept: no retraining is needed."""
     return ModelResponse.of(update_model(rt, name=name, changes=body.options()))
