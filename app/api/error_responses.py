@@ -113,7 +113,8 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         413: "Message, batch or request too large",
         415: "Unsupported media type",
         422: "Invalid request or model option",
-        429: "Too many failed API keys from this address; retry after Retry-After seconds",
+        429: "Too many failed API keys (from this address, for this key id, or in all); "
+        "retry after Retry-After seconds. A valid key is never refused so",
         503: "Database unavailable; retry (Retry-After)",
         507: "The database's storage is full; nothing was written",
     }

@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import event
 
+from app.api import auth
 from app.config import Settings
 from app.main import create_app
 from app.service.keys import create_key
+from app.service.runtime import Runtime
 from app.store.engine import Database
 from app.store.models import insert_model
 
@@ -148,3 +153,170 @@ def test_a_request_without_a_fitting_key_is_refused_before_a_byte_of_its_body_is
     assert (unknown_key.status, unknown_key.chunks_read) == (401, 0)
     assert (without_scope.status, without_scope.chunks_read) == (403, 0)
     assert (elsewhere.status, elsewhere.chunks_read) == (403, 0)
+
+
+# --- keys limited to a model are bound to that model ---------------------------------------------
+
+
+def test_deleting_a_model_ends_its_keys_and_a_new_model_of_that_name_is_not_theirs(
+    settings: Settings, db: Database
+) -> None:
+    admin = make_key(db, "admin")
+    add_model(db, "alice")
+    add_model(db, "bob")
+    alice_only = make_key(db, "train", models=["alice"])
+    alice_and_bob = make_key(db, "train", models=["alice", "bob"])
+
+    with TestClient(create_app(settings)) as client:
+        deleted = client.delete("/v1/models/alice", headers=bearer(admin))
+        created = client.post("/v1/models", json={"name": "alice"}, headers=bearer(admin))
+        old_key = client.post("/v1/models/alice/train", json=TRAIN, headers=bearer(alice_only))
+        wider_key = client.post("/v1/models/alice/train", json=TRAIN, headers=bearer(alice_and_bob))
+        wider_key_on_bob = client.post(
+            "/v1/models/bob/train", json=TRAIN, headers=bearer(alice_and_bob)
+        )
+
+    assert deleted.status_code == 204
+    assert deleted.headers["spamsift-ended-keys"] == alice_only.split("_")[1]
+    assert created.status_code == 201
+    assert old_key.status_code == 401  # revoked
+    assert wider_key.status_code == 403  # bound to bob alone now
+    assert wider_key_on_bob.status_code == 200
+
+
+def test_another_server_sees_a_deleted_models_keys_end_within_a_second_or_two(
+    settings: Settings, db: Database
+) -> None:
+    admin = make_key(db, "admin")
+    add_model(db, "alice")
+    alice_only = make_key(db, "train", models=["alice"])
+
+    with (
+        TestClient(create_app(settings)) as here,
+        TestClient(create_app(settings)) as elsewhere,
+    ):
+        before = elsewhere.post("/v1/models/alice/train", json=TRAIN, headers=bearer(alice_only))
+        assert here.delete("/v1/models/alice", headers=bearer(admin)).status_code == 204
+        assert here.post("/v1/models", json={"name": "alice"}, headers=bearer(admin)).is_success
+
+        def refused() -> bool:
+            answer = elsewhere.post(
+                "/v1/models/alice/train", json=TRAIN, headers=bearer(alice_only)
+            )
+            return answer.status_code == 401
+
+        wait_for(refused)
+
+    assert before.status_code == 200
+
+
+def wait_for(condition: Any, *, seconds: float = 3.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition did not hold in time"
+        time.sleep(0.25)  # slower than the throttle of failed keys
+
+
+# --- keys are checked in memory ---------------------------------------------------------------
+
+
+def test_an_unknown_key_id_is_not_looked_up_in_the_database(
+    settings: Settings, db: Database
+) -> None:
+    known = make_key(db, "classify")
+    unknown = "ss_0123456789ab_" + "A" * 43
+    statements: list[str] = []
+    rt = Runtime(settings)
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        statements.append(statement)
+
+    with TestClient(create_app(settings, runtime=rt)) as client:
+        assert client.post("/classify", json=MESSAGE, headers=bearer(known)).status_code == 409
+        event.listen(rt.db.engine, "before_cursor_execute", record)
+        try:
+            answers = [
+                client.post("/classify", json=MESSAGE, headers=bearer(unknown)).status_code
+                for _ in range(5)
+            ]
+        finally:
+            event.remove(rt.db.engine, "before_cursor_execute", record)
+
+    assert answers == [401] * 5
+    assert not [s for s in statements if "api_keys.key_id" in s], statements
+
+
+def test_a_key_made_by_another_process_works_here_within_a_second_or_two(
+    settings: Settings, db: Database
+) -> None:
+    make_key(db, "admin")
+
+    with TestClient(create_app(settings)) as client:
+        assert client.get("/v1/models", headers=bearer("ss_0123456789ab_" + "A" * 43)).status_code
+        key = make_key(db, "admin")
+        wait_for(lambda: client.get("/v1/models", headers=bearer(key)).status_code == 200)
+
+
+# --- the throttle of failed keys ----------------------------------------------------------------
+
+
+def test_guessing_one_key_ids_secret_from_many_addresses_is_throttled_but_the_key_works(
+    settings: Settings, db: Database
+) -> None:
+    key = make_key(db, "classify")
+    key_id = key.split("_")[1]
+    app = create_app(settings)
+
+    def from_address(n: int) -> TestClient:
+        return TestClient(app, client=(f"203.0.113.{n}", 40000))
+
+    with TestClient(app) as client:
+        guesses = [
+            from_address(n)
+            .post("/classify", json=MESSAGE, headers=bearer(f"ss_{key_id}_{'B' * 42}{n % 10}"))
+            .status_code
+            for n in range(auth.MAX_FAILURES + 1)
+        ]
+        other_key_id = from_address(99).post(
+            "/classify", json=MESSAGE, headers=bearer("ss_0123456789ab_" + "C" * 43)
+        )
+        the_key = client.post("/classify", json=MESSAGE, headers=bearer(key))
+
+    assert guesses == [401] * auth.MAX_FAILURES + [429]
+    assert other_key_id.status_code == 401
+    assert the_key.status_code == 409  # authorized: not_trained
+
+
+def test_failed_keys_from_everywhere_are_throttled_per_process_but_valid_keys_are_not(
+    settings: Settings, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(auth, "MAX_PROCESS_FAILURES", 20)
+    key = make_key(db, "classify")
+    app = create_app(settings)
+
+    with TestClient(app) as client:
+        answers = [
+            TestClient(app, client=(f"198.51.100.{n}", 40000))
+            .post("/classify", json=MESSAGE, headers=bearer(f"guess-{n}"))
+            .status_code
+            for n in range(25)
+        ]
+        the_key = client.post("/classify", json=MESSAGE, headers=bearer(key))
+
+    assert answers == [401] * 20 + [429] * 5
+    assert the_key.status_code == 409
+
+
+def test_a_development_mode_server_warns_of_a_key_it_ignores_once_a_minute(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    with TestClient(create_app(settings)) as client, caplog.at_level(logging.WARNING):
+        caplog.clear()
+        for _ in range(3):
+            answer = client.get("/v1/models", headers=bearer("ss_0123456789ab_" + "A" * 43))
+            assert answer.status_code == 200
+        client.get("/v1/models")
+
+    warnings = [r for r in caplog.records if "development mode" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "ignored" in warnings[0].getMessage()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 
 from app.api.auth import AUTH_ERRORS, requires
 from app.api.deps import (
@@ -59,11 +59,34 @@ def change(name: ModelName, body: UpdateModelInput, rt: RuntimeDep) -> ModelResp
     return ModelResponse.of(update_model(rt, name=name, changes=body.options()))
 
 
-@router.delete("/{name}", status_code=204, responses=error_responses(404, 422, 503))
-def remove(name: ModelName, rt: RuntimeDep) -> Response:
-    """Delete a model and everything learned in it."""
-    delete_model(rt, name=name)
-    return Response(status_code=204)
+ENDED_KEYS_HEADER = "Spamsift-Ended-Keys"
+
+
+@router.delete(
+    "/{name}",
+    status_code=204,
+    responses={
+        204: {
+            "description": "Deleted",
+            "headers": {
+                ENDED_KEYS_HEADER: {
+                    "description": "The ids of the API keys this ended (limited to this model "
+                    "alone), comma-separated; absent when none",
+                    "schema": {"type": "string"},
+                }
+            },
+        },
+        **error_responses(404, 422, 503),
+    },
+)
+def remove(name: ModelName, rt: RuntimeDep, request: Request) -> Response:
+    """Delete a model and everything learned in it. API keys limited to it alone are revoked
+    (a key limited to several models loses this one); a model made later under the same name
+    is another model, which no old key may use."""
+    ended = delete_model(rt, name=name)
+    request.app.state.key_guard.invalidate()
+    headers = {ENDED_KEYS_HEADER: ",".join(ended)} if ended else None
+    return Response(status_code=204, headers=headers)
 
 
 @router.get("/{name}/stats", responses=error_responses(404, 422, 503))
