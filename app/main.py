@@ -53,6 +53,9 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         version="0.1.0",
         description=DESCRIPTION,
         lifespan=lifespan,
+        # No 307 from /v1/models/ to /v1/models: Starlette builds that Location from the
+        # client's Host header, which would send a browser wherever the request named.
+        redirect_slashes=False,
     )
     # Starlette's request body limit, here rather than as FastAPI(max_body_size=...) so that it
     # sits inside the guard (which answers Content-Length overs with the JSON error body) and

@@ -37,8 +37,21 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
+class EscapedJSONResponse(JSONResponse):
+    """JSON with `<`, `>` and `&` written as \\u escapes: the same JSON text, but nothing a
+    browser sniffing the answer as HTML could run, whatever client input a message echoes."""
+
+    def render(self, content: Any) -> bytes:
+        return escape_markup(super().render(content))
+
+
+def escape_markup(body: bytes) -> bytes:
+    """Escape `<`, `>`, `&` in a JSON text (they occur only inside its strings)."""
+    return body.replace(b"<", b"\\u003c").replace(b">", b"\\u003e").replace(b"&", b"\\u0026")
+
+
 def _response(status: int, code: str, message: str, **headers: str) -> JSONResponse:
-    return JSONResponse(
+    return EscapedJSONResponse(
         status_code=status,
         content={"error": {"code": code, "message": message}},
         headers=headers or None,

@@ -320,3 +320,59 @@ def test_a_development_mode_server_warns_of_a_key_it_ignores_once_a_minute(
     warnings = [r for r in caplog.records if "development mode" in r.getMessage()]
     assert len(warnings) == 1
     assert "ignored" in warnings[0].getMessage()
+
+
+# --- answers a browser could be aimed at -------------------------------------------------------
+
+
+def test_a_trailing_slash_is_not_redirected_to_the_host_the_client_named(
+    settings: Settings,
+) -> None:
+    with TestClient(create_app(settings)) as client:
+        answer = client.get("/v1/models/", headers={"Host": "evil.example"}, follow_redirects=False)
+
+    assert "evil.example" not in answer.headers.get("location", "")
+    assert answer.status_code == 404
+
+
+def test_every_answer_says_nosniff(settings: Settings, db: Database) -> None:
+    make_key(db, "admin")
+
+    with TestClient(create_app(settings)) as client:
+        answers = [
+            client.get("/healthz"),
+            client.get("/v1/models"),  # 401 from the key check
+            client.get("/nowhere"),  # 404 from routing
+            client.post("/classify", content=b"x" * 100, headers={"Content-Encoding": "gzip"}),
+        ]
+
+    assert [a.headers.get("x-content-type-options") for a in answers] == ["nosniff"] * 4
+
+
+def test_error_messages_escape_what_a_browser_could_read_as_markup(settings: Settings) -> None:
+    with TestClient(create_app(settings)) as client:
+        answer = client.post("/train", json={**TRAIN, "label": "<script>alert(1)</script>"})
+
+    assert answer.status_code == 422
+    assert b"<" not in answer.content
+    assert b">" not in answer.content
+    assert "<script>" in answer.json()["error"]["message"]  # still the same text as JSON
+
+
+@pytest.mark.parametrize(("method", "path", "body", "scope"), BODY_ROUTES, ids=ROUTE_IDS)
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded"])
+def test_a_body_that_is_not_declared_json_or_rfc822_is_415(
+    settings: Settings,
+    method: str,
+    path: str,
+    body: dict[str, Any],
+    scope: str,
+    content_type: str | None,
+) -> None:
+    headers = {} if content_type is None else {"Content-Type": content_type}
+
+    with TestClient(create_app(settings)) as client:
+        answer = client.request(method, path, content=json.dumps(body), headers=headers)
+
+    assert answer.status_code == 415, answer.text
+    assert answer.json()["error"]["code"] == "unsupported_media_type"
