@@ -12,8 +12,11 @@ import json
 import logging
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import event
@@ -25,6 +28,7 @@ from app.service.keys import create_key
 from app.service.runtime import Runtime
 from app.store.engine import Database
 from app.store.models import insert_model
+from tests.ops.server import running_server, serve_env
 
 MESSAGE = {"text": "cheap watches and a casino prize for the winner, claim it today"}
 TRAIN = {"label": "spam", **MESSAGE}
@@ -376,3 +380,109 @@ def test_a_body_that_is_not_declared_json_or_rfc822_is_415(
 
     assert answer.status_code == 415, answer.text
     assert answer.json()["error"]["code"] == "unsupported_media_type"
+
+
+# --- what a key limited to a model may learn --------------------------------------------------
+
+
+def test_a_key_limited_to_a_model_is_not_shown_the_size_of_the_whole_database(
+    settings: Settings, db: Database
+) -> None:
+    admin = make_key(db, "admin")
+    add_model(db, "alice")
+    alice_admin = make_key(db, "admin", models=["alice"])
+
+    with TestClient(create_app(settings)) as client:
+        limited = client.get("/v1/models/alice/stats", headers=bearer(alice_admin))
+        unlimited = client.get("/v1/models/alice/stats", headers=bearer(admin))
+
+    assert limited.status_code == 200
+    assert "database_bytes" not in limited.json()
+    assert "activity" in limited.json()
+    assert unlimited.json()["database_bytes"] > 0
+
+
+# --- a real server: forwarded headers, and the memory a refused body costs ------------------------
+
+ADMIN_KEY = "hostile-clients-test-admin-key-0123456789abcdef"
+BIG_BODY_BYTES = 64 * 1024 * 1024 - 1024  # just under the default max_request_bytes
+
+
+def rss_kib(pid: int, field: str = "VmRSS") -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} for process {pid}")
+
+
+def test_forwarded_addresses_are_not_believed_unless_the_proxy_is_trusted(
+    tmp_path: Path,
+) -> None:
+    env = serve_env(tmp_path, SPAMSIFT_ADMIN_KEY=ADMIN_KEY)
+
+    with running_server(tmp_path, env) as server, httpx.Client(base_url=server.url) as client:
+        answers = [
+            client.get(
+                "/v1/models",
+                headers={"X-Forwarded-For": f"203.0.113.{n}", **bearer(f"guess-{n}")},
+            ).status_code
+            for n in range(auth.MAX_FAILURES + 1)
+        ]
+        valid = client.get("/v1/models", headers=bearer(ADMIN_KEY))
+        log = server.output()
+
+    assert answers == [401] * auth.MAX_FAILURES + [429]
+    assert valid.status_code == 200  # never throttled
+    assert "203.0.113." not in log  # the forged addresses are not logged as the client
+
+
+def test_a_trusted_proxys_forwarded_address_is_the_client(tmp_path: Path) -> None:
+    env = serve_env(tmp_path, SPAMSIFT_ADMIN_KEY=ADMIN_KEY, SPAMSIFT_TRUSTED_PROXIES="127.0.0.1")
+
+    with running_server(tmp_path, env) as server, httpx.Client(base_url=server.url) as client:
+        answers = [
+            client.get(
+                "/v1/models",
+                headers={"X-Forwarded-For": f"203.0.113.{n % 2}", **bearer(f"ss_{n:012x}_x")},
+            ).status_code
+            for n in range(auth.MAX_FAILURES + 2)
+        ]
+        log = server.output()
+
+    assert answers == [401] * (auth.MAX_FAILURES + 2)  # two clients, 6 failures each
+    assert '"client": "203.0.113.1"' in log or "203.0.113.1" in log
+
+
+def test_three_clients_without_keys_sending_64_mb_bodies_leave_the_servers_memory_as_it_was(
+    tmp_path: Path,
+) -> None:
+    env = serve_env(tmp_path, SPAMSIFT_ADMIN_KEY=ADMIN_KEY)
+    body = b'{"items": [' + b'{"text": "x", "label": "spam"},' * (BIG_BODY_BYTES // 31) + b"{}]}"
+    routes = ["/v1/models/default/train/batch", "/v1/models/default/classify/batch", "/v1/models"]
+
+    with running_server(tmp_path, env) as server:
+        pid = server.process.pid
+        with httpx.Client(base_url=server.url, timeout=120) as client:
+            for path in routes:  # warm up every route the attack takes, with a small body
+                client.post(path, json={"items": [MESSAGE]})
+        idle_kib = rss_kib(pid)
+        Path(f"/proc/{pid}/clear_refs").write_text("5")  # peak RSS := current RSS
+
+        def attack(path: str) -> int:
+            with httpx.Client(base_url=server.url, timeout=120) as client:
+                try:
+                    answer = client.post(
+                        path, content=body, headers={"Content-Type": "application/json"}
+                    )
+                except httpx.TransportError:  # the server may close before the upload ends
+                    return 0
+                return answer.status_code
+
+        with ThreadPoolExecutor(len(routes)) as pool:
+            statuses = list(pool.map(attack, routes))
+        peak_kib = rss_kib(pid, "VmHWM")
+        health = httpx.get(f"{server.url}/healthz", timeout=10)
+
+    assert set(statuses) <= {401, 0}, statuses
+    assert health.status_code == 200
+    assert peak_kib - idle_kib < 8 * 1024, (idle_kib, peak_kib)

@@ -17,6 +17,7 @@ from app.api.deps import (
 from app.api.error_responses import error_responses
 from app.api.schemas import ModelList, ModelResponse
 from app.service.dashboard import model_stats
+from app.service.keys import ApiKey
 from app.service.models import create_model, delete_model, get_model, list_models, update_model
 
 router = APIRouter(
@@ -90,6 +91,12 @@ def remove(name: ModelName, rt: RuntimeDep, request: Request) -> Response:
 
 
 @router.get("/{name}/stats", responses=error_responses(404, 422, 503))
-def stats(name: ModelName, rt: RuntimeDep) -> dict[str, Any]:
-    """Dashboard JSON: per-class counts, vocabulary, strongest tokens, activity, database size."""
-    return model_stats(rt, model_name=name)
+def stats(name: ModelName, rt: RuntimeDep, request: Request) -> dict[str, Any]:
+    """Dashboard JSON: per-class counts, vocabulary, strongest tokens, activity, and the size
+    of the whole database (`database_bytes`), which a key limited to some models is not shown:
+    it would tell the volume of the other models."""
+    answer = model_stats(rt, model_name=name)
+    key: ApiKey | None = getattr(request.state, "api_key", None)
+    if key is not None and key.models is not None:
+        del answer["database_bytes"]
+    return answer
