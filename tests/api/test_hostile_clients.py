@@ -486,3 +486,33 @@ def test_three_clients_without_keys_sending_64_mb_bodies_leave_the_servers_memor
     assert set(statuses) <= {401, 0}, statuses
     assert health.status_code == 200
     assert peak_kib - idle_kib < 8 * 1024, (idle_kib, peak_kib)
+
+
+# --- bound before parsing ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path", ["/v1/models/default/train/batch", "/v1/models/default/classify/batch"]
+)
+def test_a_batch_is_refused_as_its_items_are_counted_before_the_rest_is_parsed(
+    settings: Settings, path: str
+) -> None:
+    limited = settings.model_copy(update={"max_batch_items": 3})
+    items = b",".join([json.dumps(TRAIN).encode()] * 4)
+    # The body breaks off after item 4: only a count that stops at item 4 answers 413; a
+    # parser that reads the whole body first answers 422 for the broken JSON.
+    broken_after_the_limit = b'{"items": [' + items + b', {"text": "never'
+
+    with TestClient(create_app(limited)) as client:
+        answer = client.post(
+            path, content=broken_after_the_limit, headers={"Content-Type": "application/json"}
+        )
+        within = client.post(
+            path,
+            content=b'{"items": [' + b",".join([json.dumps(TRAIN).encode()] * 3) + b"]",
+            headers={"Content-Type": "application/json"},
+        )
+
+    assert answer.status_code == 413
+    assert answer.json()["error"]["code"] == "batch_too_large"
+    assert within.status_code == 422  # within the limit, the broken JSON is pydantic's to name
