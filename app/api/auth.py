@@ -118,10 +118,18 @@ class FailedKeys:
     secret from many addresses) and for the whole process (guessing from many addresses at
     once, which per-address counting alone would miss)."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.by_client = FailureThrottle(clock=clock)
-        self.by_key_id = FailureThrottle(clock=clock)
-        self.process = FailureThrottle(max_failures=MAX_PROCESS_FAILURES, clock=clock)
+    def __init__(
+        self,
+        *,
+        max_failures: int | None = None,
+        max_process_failures: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        per_subject = MAX_FAILURES if max_failures is None else max_failures
+        in_all = MAX_PROCESS_FAILURES if max_process_failures is None else max_process_failures
+        self.by_client = FailureThrottle(max_failures=per_subject, clock=clock)
+        self.by_key_id = FailureThrottle(max_failures=per_subject, clock=clock)
+        self.process = FailureThrottle(max_failures=in_all, clock=clock)
 
     def blocked_for(self, *, client: str, key_id: str) -> float:
         """Return how many seconds a failed key from `client` for `key_id` stays refused."""
