@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Literal
 
 from pydantic import Field, field_validator
@@ -78,6 +79,12 @@ class Settings(BaseSettings):
 
     # A request whose body has not fully arrived by then is dropped (slowloris): 408.
     receive_timeout_seconds: float = Field(default=30.0, gt=0)
+    trusted_proxies: str = Field(
+        default="",
+        description="Comma-separated addresses or networks (CIDR) of the reverse proxies in "
+        "front of spamsift whose X-Forwarded-For and X-Forwarded-Proto are believed; empty "
+        "(the default): none, the client is the address that connected",
+    )
 
     # How long a write waits for a lock before it gives up with 503 and nothing applied.
     lock_timeout_seconds: float = Field(default=5.0, gt=0)
@@ -88,6 +95,19 @@ class Settings(BaseSettings):
     @classmethod
     def _known_database(cls, url: str) -> str:
         return check_database_url(url)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _addresses_or_networks(cls, proxies: str) -> str:
+        entries = [entry.strip() for entry in proxies.split(",") if entry.strip()]
+        for entry in entries:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"a comma-separated list of IP addresses or networks, got {entry!r}"
+                ) from None
+        return ",".join(entries)
 
     @field_validator("admin_key")
     @classmethod

@@ -16,7 +16,15 @@ from app.api.limits import RequestGuard
 from app.api.middleware import RequestLog
 from app.api.routes import activity, health, keys, messages, models, ui
 from app.api.routes.metrics import install_metrics
-from app.api.schemas import ClassifyRequest, FeedbackRequest, TrainRequest
+from app.api.schemas import (
+    ClassifyBatchRequest,
+    ClassifyRequest,
+    CreateModelRequest,
+    FeedbackRequest,
+    TrainBatchRequest,
+    TrainRequest,
+    UpdateModelRequest,
+)
 from app.config import Settings
 from app.service.keys import KeyGuard
 from app.service.runtime import Runtime
@@ -45,6 +53,9 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         version="0.1.0",
         description=DESCRIPTION,
         lifespan=lifespan,
+        # No 307 from /v1/models/ to /v1/models: Starlette builds that Location from the
+        # client's Host header, which would send a browser wherever the request named.
+        redirect_slashes=False,
     )
     # Starlette's request body limit, here rather than as FastAPI(max_body_size=...) so that it
     # sits inside the guard (which answers Content-Length overs with the JSON error body) and
@@ -73,14 +84,24 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
 
 
 def _document_message_bodies(app: FastAPI) -> None:
-    """Add the JSON schemas that routes accepting message/rfc822 too refer to by name."""
+    """Add the JSON schemas that routes reading their body in a dependency (after the API
+    key is checked; message/rfc822 too) refer to by name."""
     default_openapi = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = default_openapi()
             components = schema.setdefault("components", {}).setdefault("schemas", {})
-            for model in (TrainRequest, ClassifyRequest, FeedbackRequest, ErrorBody):
+            for model in (
+                TrainRequest,
+                ClassifyRequest,
+                FeedbackRequest,
+                TrainBatchRequest,
+                ClassifyBatchRequest,
+                CreateModelRequest,
+                UpdateModelRequest,
+                ErrorBody,
+            ):
                 adapter: TypeAdapter[Any] = TypeAdapter(model)
                 definition = adapter.json_schema(ref_template="#/components/schemas/{model}")
                 components.update(definition.pop("$defs", {}))

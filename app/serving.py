@@ -10,6 +10,7 @@
    (PROMETHEUS_MULTIPROC_DIR, made here unless given, and emptied either way).
 5. uvicorn runs the app with spamsift's log configuration; its own access line is off, since
    it carries the raw path and query string (message ids) and spamsift logs a better one.
+   Forwarded headers are believed only from SPAMSIFT_TRUSTED_PROXIES (none by default).
 """
 
 from __future__ import annotations
@@ -134,6 +135,11 @@ def serve(*, host: str, port: int, workers: int = 1, **uvicorn_options: Any) -> 
             # health check: on a busy machine that took over uvicorn's default 5 s, and the
             # supervisor killed and restarted workers that never came up.
             timeout_worker_healthcheck=60,
+            # uvicorn believes X-Forwarded-For from 127.0.0.1 unless told otherwise: any local
+            # client could then pose as any address (past the throttle of failed keys, into the
+            # log). Only the proxies of SPAMSIFT_TRUSTED_PROXIES are believed; none by default.
+            proxy_headers=bool(settings.trusted_proxies),
+            forwarded_allow_ips=settings.trusted_proxies or "",
             **uvicorn_options,
         )
     finally:

@@ -1,11 +1,13 @@
-"""Migration 0002 (api_keys) upgrades and downgrades on SQLite and PostgreSQL, keeping all else."""
+"""Migrations of the API keys upgrade and downgrade on SQLite and PostgreSQL, keeping all else:
+0002 (api_keys), and the one binding keys limited to models to the models' ids."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import inspect, select
+from sqlalchemy import insert, inspect, select
 
 from app.service.keys import create_key, list_keys
 from app.store.engine import Database
@@ -60,7 +62,53 @@ def test_downgrading_0002_drops_only_the_keys_and_upgrading_again_restores_the_t
 
     assert current_revision(db) == "0002"
     assert "api_keys" in table_names(db)
-    assert list_keys(db) == []
+    assert db.run(lambda conn: conn.execute(select(api_keys)).all(), write=False) == []
     assert model_names(db) == ["default", "example.org"]
+    upgrade_schema(db)  # the later revisions the keys need
+    assert list_keys(db) == []
     create_key(db, scopes=["classify"])
     assert len(list_keys(db)) == 1
+
+
+def test_upgrading_binds_limited_keys_to_the_models_of_their_names_and_revokes_orphans(
+    db: Database,
+) -> None:
+    db.run(lambda conn: insert_model(conn, name="alice", classes=("ham", "spam"), config={}))
+    downgrade_schema(db, "0002")
+    now = datetime.now(UTC)
+    rows = [
+        ("a00000000001", ["alice", "gone"], None),  # one model left: bound to it
+        ("a00000000002", ["gone"], None),  # no model left: revoked
+        ("a00000000003", None, None),  # every model
+        ("a00000000004", ["alice"], now),  # revoked before: stays so
+    ]
+    db.run(
+        lambda conn: conn.execute(
+            insert(api_keys),
+            [
+                {
+                    "key_id": key_id,
+                    "key_hash": "0" * 64,
+                    "name": "",
+                    "scopes": ["train"],
+                    "models": names,
+                    "created_at": now,
+                    "revoked_at": revoked_at,
+                }
+                for key_id, names, revoked_at in rows
+            ],
+        )
+    )
+
+    upgrade_schema(db)
+
+    keys = {key.key_id: key for key in list_keys(db)}
+    assert keys["a00000000001"].models == ("alice",)
+    assert keys["a00000000001"].revoked_at is None
+    assert keys["a00000000002"].models == ()
+    assert keys["a00000000002"].revoked_at is not None
+    assert keys["a00000000003"].models is None
+    assert keys["a00000000003"].revoked_at is None
+    assert keys["a00000000004"].revoked_at is not None
+    downgrade_schema(db, "0002")  # and back down, keeping the keys
+    assert db.run(lambda conn: len(conn.execute(select(api_keys)).all()), write=False) == 4

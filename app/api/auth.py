@@ -10,10 +10,14 @@
 A key limited to some models may only make requests about one of them: the `{name}` of the
 path, or `?model=` (default `default`) of the short forms; listing or creating models and
 /metrics need a key for every model. With no key at all (development mode) all is open.
+
+All of it is decided from the request head: each route lists `requires(...)` before the
+dependency that reads its body, so a refused request costs no body read (app/api/deps.py).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -26,12 +30,17 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app.api.error_responses import error_responses
 from app.errors import Forbidden, TooManyFailures, Unauthorized
-from app.service.keys import ApiKey, KeyGuard, Scope
+from app.service.keys import MAX_KEY_CHARS, ApiKey, KeyGuard, Scope, key_id_of
 
-MAX_FAILURES = 10
+MAX_FAILURES = 10  # per client address, and per key id, within the window
+MAX_PROCESS_FAILURES = 1_000  # by all clients of this process together, within the window
 FAILURE_WINDOW_SECONDS = 60.0
 BLOCK_SECONDS = 60.0
 MAX_TRACKED_CLIENTS = 10_000
+PROCESS = "*"  # the one subject of the process-wide throttle
+DEVELOPMENT_KEY_WARNING_SECONDS = 60.0
+
+log = logging.getLogger(__name__)
 
 AUTH_ERRORS = error_responses(401, 403, 429)  # the `responses=` of every router needing a key
 
@@ -42,12 +51,13 @@ bearer = HTTPBearer(
 
 
 class FailureThrottle:
-    """Refuse a client (an IP address) for `block_seconds` after `max_failures` failed
-    authentications within `window_seconds`, so keys cannot be guessed at speed.
+    """Refuse a subject (a client address, a key id, the process) for `block_seconds` after
+    `max_failures` failed authentications within `window_seconds`, so keys cannot be guessed
+    at speed. Only failed keys are refused: a valid key is never throttled.
 
     Kept in memory per process: with N server processes a client gets up to N * max_failures
     tries per window, which still leaves a 256-bit key unguessable. Behind a reverse proxy the
-    client is the proxy unless uvicorn trusts its X-Forwarded-For (`--forwarded-allow-ips`).
+    client is the proxy unless SPAMSIFT_TRUSTED_PROXIES names it (then its X-Forwarded-For).
     """
 
     def __init__(
@@ -103,33 +113,90 @@ class FailureThrottle:
             del self._failures[next(iter(self._failures))]
 
 
+class FailedKeys:
+    """The throttles of failed keys: per client address, per key id (guessing one key's
+    secret from many addresses) and for the whole process (guessing from many addresses at
+    once, which per-address counting alone would miss)."""
+
+    def __init__(
+        self,
+        *,
+        max_failures: int | None = None,
+        max_process_failures: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        per_subject = MAX_FAILURES if max_failures is None else max_failures
+        in_all = MAX_PROCESS_FAILURES if max_process_failures is None else max_process_failures
+        self.by_client = FailureThrottle(max_failures=per_subject, clock=clock)
+        self.by_key_id = FailureThrottle(max_failures=per_subject, clock=clock)
+        self.process = FailureThrottle(max_failures=in_all, clock=clock)
+
+    def blocked_for(self, *, client: str, key_id: str) -> float:
+        """Return how many seconds a failed key from `client` for `key_id` stays refused."""
+        return max(
+            self.by_client.blocked_for(client),
+            self.by_key_id.blocked_for(key_id),
+            self.process.blocked_for(PROCESS),
+        )
+
+    def record(self, *, client: str, key_id: str) -> None:
+        self.by_client.record_failure(client)
+        self.by_key_id.record_failure(key_id)
+        self.process.record_failure(PROCESS)
+
+
+class DevelopmentKeyWarning:
+    """In development mode a key means nothing: say so when a request carries one, at most
+    once a minute, so a client that believes itself authenticated is noticed."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._warned_at = -math.inf
+
+    def saw_key(self) -> None:
+        now = self._clock()
+        with self._lock:
+            if now - self._warned_at < DEVELOPMENT_KEY_WARNING_SECONDS:
+                return
+            self._warned_at = now
+        log.warning(
+            "a request carries an API key, but no key exists (development mode): the key is "
+            "ignored and every request is served; create keys to require them"
+        )
+
+
 def install_auth(app: FastAPI, guard: KeyGuard) -> None:
-    """Give the app its key guard and failure throttle (one per app, so tests stay apart)."""
+    """Give the app its key guard and failure throttles (one per app, so tests stay apart)."""
     app.state.key_guard = guard
-    app.state.failure_throttle = FailureThrottle()
+    app.state.failed_keys = FailedKeys()
+    app.state.development_key_warning = DevelopmentKeyWarning()
 
 
 def _authenticate(
     request: Request, credentials: HTTPAuthorizationCredentials | None
 ) -> ApiKey | None:
     """Return the request's valid key; None in development mode; Unauthorized, TooManyFailures
-    otherwise."""
+    otherwise. A valid key is never throttled: only failed keys count and are refused."""
     guard: KeyGuard = request.app.state.key_guard
     if not guard.enforced():
+        if credentials is not None:
+            request.app.state.development_key_warning.saw_key()
         return None
-    throttle: FailureThrottle = request.app.state.failure_throttle
-    client = request.client.host if request.client else "unknown"
-    blocked_seconds = throttle.blocked_for(client)
-    if blocked_seconds > 0:
-        raise TooManyFailures(
-            "too many failed API keys from this address; wait and retry",
-            retry_after_seconds=math.ceil(blocked_seconds),
-        )
     if credentials is None:
         raise Unauthorized("this request needs an API key: Authorization: Bearer <key>")
     key = guard.authenticate(credentials.credentials)
     if key is None:
-        throttle.record_failure(client)
+        failed_keys: FailedKeys = request.app.state.failed_keys
+        client = request.client.host if request.client else "unknown"
+        key_id = key_id_of(credentials.credentials[:MAX_KEY_CHARS])
+        blocked_seconds = failed_keys.blocked_for(client=client, key_id=key_id)
+        if blocked_seconds > 0:
+            raise TooManyFailures(
+                "too many failed API keys; wait and retry",
+                retry_after_seconds=math.ceil(blocked_seconds),
+            )
+        failed_keys.record(client=client, key_id=key_id)
         raise Unauthorized("unknown or revoked API key")
     request.state.api_key = key
     return key

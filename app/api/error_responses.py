@@ -37,8 +37,21 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
+class EscapedJSONResponse(JSONResponse):
+    """JSON with `<`, `>` and `&` written as \\u escapes: the same JSON text, but nothing a
+    browser sniffing the answer as HTML could run, whatever client input a message echoes."""
+
+    def render(self, content: Any) -> bytes:
+        return escape_markup(super().render(content))
+
+
+def escape_markup(body: bytes) -> bytes:
+    """Escape `<`, `>`, `&` in a JSON text (they occur only inside its strings)."""
+    return body.replace(b"<", b"\\u003c").replace(b">", b"\\u003e").replace(b"&", b"\\u0026")
+
+
 def _response(status: int, code: str, message: str, **headers: str) -> JSONResponse:
-    return JSONResponse(
+    return EscapedJSONResponse(
         status_code=status,
         content={"error": {"code": code, "message": message}},
         headers=headers or None,
@@ -113,7 +126,8 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         413: "Message, batch or request too large",
         415: "Unsupported media type",
         422: "Invalid request or model option",
-        429: "Too many failed API keys from this address; retry after Retry-After seconds",
+        429: "Too many failed API keys (from this address, for this key id, or in all); "
+        "retry after Retry-After seconds. A valid key is never refused so",
         503: "Database unavailable; retry (Retry-After)",
         507: "The database's storage is full; nothing was written",
     }

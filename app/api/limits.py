@@ -22,6 +22,8 @@ import json
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.error_responses import escape_markup
+
 MAX_HEAD_BYTES = 16 * 1024  # request line and header fields
 
 
@@ -110,7 +112,7 @@ def _header(scope: Scope, name: bytes) -> bytes | None:
 
 
 async def _refuse(send: Send, status: int, code: str, message: str) -> None:
-    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    body = escape_markup(json.dumps({"error": {"code": code, "message": message}}).encode())
     await send(
         {
             "type": "http.response.start",

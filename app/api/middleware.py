@@ -1,4 +1,5 @@
-"""One log line and one metrics observation per request, with its request id.
+"""One log line and one metrics observation per request, with its request id, and the
+`X-Content-Type-Options: nosniff` header on every answer.
 
 The line (logger `spamsift.access`, event `request`) holds the request id (a sane
 `X-Request-ID` from the client, else a new one; returned in the response header), method,
@@ -31,6 +32,8 @@ from app.service.models import MODEL_NAME_PATTERN
 log = logging.getLogger("spamsift.access")
 
 REQUEST_ID_HEADER = b"x-request-id"
+# Every answer: a browser must not read a JSON error echoing client input as HTML or script.
+NOSNIFF = (b"x-content-type-options", b"nosniff")
 REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+/=-]{0,127}")
 MODEL_NAME = re.compile(MODEL_NAME_PATTERN)
 SHORT_FORMS = frozenset({"/train", "/classify", "/feedback"})
@@ -82,6 +85,7 @@ class RequestLog:
                     if name.lower() != REQUEST_ID_HEADER
                 ]
                 headers.append((REQUEST_ID_HEADER, request_id.encode()))
+                headers.append(NOSNIFF)
                 message = {**message, "headers": headers}
                 if _is_json(headers) and (status >= 400 or self._route(scope) in CLASSIFY_ROUTES):
                     kept = []

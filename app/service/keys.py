@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import math
 import re
 import secrets
 import threading
@@ -43,7 +44,6 @@ MAX_KEY_CHARS = 512  # longer is no key of ours: refused before it is hashed
 SHORT_ADMIN_KEY_CHARS = 32
 # Keys made or revoked by another process (the CLI) count here within this long (SPEC §7 spirit).
 KEY_CACHE_SECONDS = 1.0
-MAX_CACHED_KEYS = 10_000
 
 DEVELOPMENT_MODE_WARNING = (
     "DEVELOPMENT MODE: no API key exists, so every endpoint is open to anyone who can reach "
@@ -128,7 +128,8 @@ def create_key(
 ) -> tuple[str, ApiKey]:
     """Make a key; return it (shown this once, stored only hashed) and its listing.
 
-    `models` limits the key to those models, which must exist; None allows every model.
+    `models` limits the key to those models, which must exist; the key is bound to them, not
+    to their names (a model deleted and made again is another model). None allows every model.
     """
     checked_scopes = check_scopes(scopes)
     checked_models = None if models is None else check_model_names(models)
@@ -136,8 +137,12 @@ def create_key(
         raise InvalidInput(f"a key name has at most {MAX_NAME_CHARS} characters, got {len(name)}")
 
     def work(conn: Connection) -> tuple[str, ApiKey]:
-        for model_name in checked_models or ():
-            find_model(conn, model_name)  # ModelNotFound: a typo would make a useless key
+        # ModelNotFound for a name that is no model: a typo would make a useless key.
+        model_ids = (
+            None
+            if checked_models is None
+            else {model_name: find_model(conn, model_name).id for model_name in checked_models}
+        )
         while True:  # a clash of 48-bit random key ids is rare; draw again when it happens
             key = f"ss_{secrets.token_hex(6)}_{secrets.token_urlsafe(32)}"
             row = store.insert_key(
@@ -146,7 +151,7 @@ def create_key(
                 key_hash=hash_key(key),
                 name=name,
                 scopes=checked_scopes,
-                models=checked_models,
+                models=model_ids,
             )
             if row is not None:
                 return key, _key(row)
@@ -199,13 +204,28 @@ def revoke_key(db: Database, *, key: str) -> ApiKey:
     return db.run(work)
 
 
+@dataclass(frozen=True)
+class _KnownKey:
+    key_hash: str
+    key: ApiKey
+
+
+# Compared with the hash of a key whose id is unknown, so an unknown id costs what a known
+# one does: one sha256, one dictionary lookup, one constant-time comparison.
+_NO_HASH = "0" * 64
+
+
 class KeyGuard:
     """What one process knows of API keys: whether any exists (none: development mode), and
-    the keys it checked lately. Both are at most `cache_seconds` old, so a key made or revoked
-    by another process (the CLI) counts here within about a second.
+    every unrevoked key, in memory. A request's key is checked against memory alone, with the
+    same work for an unknown key id as for a known one (no database round trip tells them
+    apart). At most every `cache_seconds` the guard reads the keys' generation (one small
+    query) and re-reads the keys only when it changed, so a key made or revoked by another
+    process (the CLI, another server) counts here within about a second.
 
     A key once made keeps the service out of development mode even when revoked: revoking a
-    leaked last key must close the service, not open it to everyone.
+    leaked last key must close the service, not open it to everyone. While the database does
+    not answer, the keys last read stay in force.
     """
 
     def __init__(
@@ -223,7 +243,8 @@ class KeyGuard:
         self._lock = threading.Lock()
         self._enforced: bool | None = None
         self._checked_at = 0.0
-        self._rows: dict[str, tuple[float, store.KeyRow]] = {}
+        self._generation: tuple[int, int] | None = None
+        self._keys: dict[str, _KnownKey] = {}
 
     def start(self) -> None:
         """Seed SPAMSIFT_ADMIN_KEY and say loudly when no key exists. A database that does not
@@ -241,12 +262,27 @@ class KeyGuard:
 
     def enforced(self) -> bool:
         """Tell whether requests need a key: whether any key was ever made."""
+        self._keep_fresh()
+        return bool(self._enforced)
+
+    def invalidate(self) -> None:
+        """Re-check the keys' generation at the next request (this process changed keys)."""
+        with self._lock:
+            self._checked_at = -math.inf
+
+    def _keep_fresh(self) -> None:
         with self._lock:
             if self._enforced is not None and self._clock() - self._checked_at < self.cache_seconds:
-                return self._enforced
-        return self._refresh()
+                return
+        try:
+            self._refresh()
+        except DatabaseUnavailable:
+            with self._lock:
+                if self._enforced is None:
+                    raise
+                self._checked_at = self._clock()  # keep the last keys; retry in a while
 
-    def _refresh(self) -> bool:
+    def _refresh(self) -> None:
         if self._admin_key is not None:
             seeded = seed_admin_key(self.db, self._admin_key)
             self._admin_key = None
@@ -255,35 +291,33 @@ class KeyGuard:
             else:
                 log.info("%s is stored as the admin key %s", ADMIN_KEY_NAME, seeded.key_id)
         checked_at = self._clock()
-        enforced = self.db.run(store.any_key, write=False)
+        generation = self.db.run(store.read_generation, write=False)
+        if generation == self._generation:
+            with self._lock:
+                self._checked_at = checked_at
+            return
+
+        def read(conn: Connection) -> tuple[tuple[int, int], bool, list[store.KeyRow]]:
+            return store.read_generation(conn), store.any_key(conn), store.list_active_keys(conn)
+
+        generation, enforced, rows = self.db.run(read, write=False)
+        keys = {row.key_id: _KnownKey(row.key_hash, _key(row)) for row in rows}
         with self._lock:
-            before, self._enforced, self._checked_at = self._enforced, enforced, checked_at
+            before = self._enforced
+            self._enforced, self._keys = enforced, keys
+            self._generation, self._checked_at = generation, checked_at
         if not enforced and before is not False:
             log.warning(DEVELOPMENT_MODE_WARNING)
         elif enforced and before is False:
             log.warning("an API key exists now: every request but /healthz and /readyz needs one")
-        return enforced
 
     def authenticate(self, key: str) -> ApiKey | None:
         """Return the unrevoked key `key`, or None when it is unknown, revoked or malformed."""
         if not key or len(key) > MAX_KEY_CHARS:
             return None
-        key_id, now = key_id_of(key), self._clock()
+        self._keep_fresh()
+        key_hash = hash_key(key)
         with self._lock:
-            cached = self._rows.get(key_id)
-        if cached is not None and now - cached[0] < self.cache_seconds:
-            row: store.KeyRow | None = cached[1]
-        else:
-            row = self.db.run(lambda conn: store.find_key(conn, key_id), write=False)
-            with self._lock:
-                if row is None:
-                    self._rows.pop(key_id, None)
-                else:
-                    if len(self._rows) >= MAX_CACHED_KEYS:
-                        self._rows.clear()
-                    self._rows[key_id] = (now, row)
-        if row is None or row.revoked_at is not None:
-            return None
-        if not hmac.compare_digest(row.key_hash, hash_key(key)):
-            return None
-        return _key(row)
+            known = self._keys.get(key_id_of(key))
+        matches = hmac.compare_digest(known.key_hash if known else _NO_HASH, key_hash)
+        return known.key if known is not None and matches else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -15,9 +16,12 @@ from app.service.model_config import (
     parse_config,
 )
 from app.service.runtime import Runtime
+from app.store import keys as store_keys
 from app.store import ledger
 from app.store import models as store
 from app.store.counts import read_class_totals
+
+log = logging.getLogger(__name__)
 
 MODEL_NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
 
@@ -85,12 +89,23 @@ def update_model(rt: Runtime, *, name: str, changes: dict[str, Any]) -> ModelInf
     return get_model(rt, name=name)
 
 
-def delete_model(rt: Runtime, *, name: str) -> None:
-    def work(conn: Any) -> None:
-        store.delete_model(conn, store.find_model(conn, name).id)
+def delete_model(rt: Runtime, *, name: str) -> list[str]:
+    """Delete a model and all it learned; end the API keys limited to it alone. Return the
+    ids of the keys ended."""
 
-    rt.db.run(work)
+    def work(conn: Any) -> list[str]:
+        model_id = store.find_model(conn, name).id
+        ended = store_keys.end_model_keys(conn, model_id)
+        store.delete_model(conn, model_id)
+        return ended
+
+    ended = rt.db.run(work)
     rt.models.forget(name)
+    if ended:
+        log.warning(
+            "deleting the model %r ended the API keys limited to it: %s", name, ", ".join(ended)
+        )
+    return ended
 
 
 def _check_fields(config: dict[str, Any]) -> None:

@@ -134,9 +134,11 @@ activity = Table(
     Column("count", BigInteger, nullable=False),
 )
 
-# API keys (SPEC §8): the one table not keyed by model, since a key may serve several models
-# (`models`, JSON list; NULL: every model). Only a hash of each key is kept; `key_id`, the
-# key's public part, finds the row and `keys list` shows it.
+# API keys (SPEC §8): the one table not keyed by model, since a key may serve several models.
+# `models` holds the names a key was made for (JSON list; NULL: every model); what a limited key
+# may use is its rows in `api_key_models`, bound to the models' ids, so a model deleted and made
+# again under its old name is not the one the key was for. Only a hash of each key is kept;
+# `key_id`, the key's public part, finds the row and `keys list` shows it.
 api_keys = Table(
     "api_keys",
     metadata,
@@ -148,4 +150,23 @@ api_keys = Table(
     Column("models", JSON(none_as_null=True), nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("revoked_at", DateTime(timezone=True), nullable=True),
+)
+
+# The models a limited key may use. Deleting a model deletes its rows (and the service revokes
+# a key left with none), so SQLite reusing the id for a new model grants the old key nothing.
+api_key_models = Table(
+    "api_key_models",
+    metadata,
+    Column("api_key_id", Integer, ForeignKey("api_keys.id", ondelete="CASCADE"), primary_key=True),
+    Column("model_id", Integer, ForeignKey("models.id", ondelete="CASCADE"), primary_key=True),
+    Index("ix_api_key_models_model_id", "model_id"),
+)
+
+# One row: bumped by every change to the keys, so a server process re-reads its in-memory
+# keys only when this (and the count of api_key_models rows) changed.
+api_key_changes = Table(
+    "api_key_changes",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("generation", BigInteger, nullable=False),
 )

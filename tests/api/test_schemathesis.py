@@ -39,7 +39,7 @@ from schemathesis.checks import (
 )
 from schemathesis.python import asgi
 
-from app.api.auth import FailureThrottle
+from app.api.auth import FailedKeys
 from app.config import Settings
 from app.main import create_app
 from app.service.keys import create_key
@@ -89,7 +89,7 @@ def serve(config: Settings) -> Iterator[FastAPI]:
     """The app, in-process: schemathesis's ASGI transport starts it on the first request."""
     app = create_app(config)
     # ignored_auth sends wrong keys on purpose; the throttle would turn the run into 429s.
-    app.state.failure_throttle = FailureThrottle(max_failures=10**9)
+    app.state.failed_keys = FailedKeys(max_failures=10**9, max_process_failures=10**9)
     try:
         yield app
     finally:

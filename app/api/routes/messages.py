@@ -7,25 +7,25 @@ from fastapi import APIRouter
 
 from app.api.auth import AUTH_ERRORS, requires
 from app.api.deps import (
+    ClassifyBatchInput,
     ClassifyInput,
     FeedbackInput,
     ModelName,
     ModelQuery,
     RuntimeDep,
+    TrainBatchInput,
     TrainInput,
+    json_body_openapi,
     message_body_openapi,
 )
 from app.api.error_responses import error_responses
 from app.api.schemas import (
-    ClassifyBatchRequest,
     ClassifyBatchResponse,
     ClassifyResponse,
     ForgetResponse,
-    TrainBatchRequest,
     TrainBatchResponse,
     TrainResponse,
 )
-from app.errors import BatchTooLarge
 from app.service.classification import classify, classify_batch
 from app.service.runtime import Runtime
 from app.service.training import apply_feedback, forget, train, train_batch
@@ -65,12 +65,6 @@ def _feedback(rt: Runtime, name: str, body: FeedbackInput) -> TrainResponse:
     )
 
 
-def _check_batch(rt: Runtime, size: int) -> None:
-    limit = rt.settings.max_batch_items
-    if size > limit:
-        raise BatchTooLarge(f"a batch carries at most {limit} messages, got {size}")
-
-
 @router.post(
     "/train",
     dependencies=TRAIN,
@@ -84,10 +78,14 @@ def train_message(name: ModelName, body: TrainInput, rt: RuntimeDep) -> TrainRes
     return _train(rt, name, body)
 
 
-@router.post("/train/batch", dependencies=TRAIN, responses=WRITE_ERRORS)
-def train_messages(name: ModelName, body: TrainBatchRequest, rt: RuntimeDep) -> TrainBatchResponse:
+@router.post(
+    "/train/batch",
+    dependencies=TRAIN,
+    responses=WRITE_ERRORS,
+    openapi_extra=json_body_openapi("TrainBatchRequest"),
+)
+def train_messages(name: ModelName, body: TrainBatchInput, rt: RuntimeDep) -> TrainBatchResponse:
     """Train several messages in one transaction: all are learned, or none."""
-    _check_batch(rt, len(body.items))
     results = train_batch(
         rt, model_name=name, items=[(item.to_message(), item.label) for item in body.items]
     )
@@ -106,12 +104,16 @@ def classify_message(name: ModelName, body: ClassifyInput, rt: RuntimeDep) -> Cl
     return _classify(rt, name, body)
 
 
-@router.post("/classify/batch", dependencies=CLASSIFY, responses=CLASSIFY_ERRORS)
+@router.post(
+    "/classify/batch",
+    dependencies=CLASSIFY,
+    responses=CLASSIFY_ERRORS,
+    openapi_extra=json_body_openapi("ClassifyBatchRequest"),
+)
 def classify_messages(
-    name: ModelName, body: ClassifyBatchRequest, rt: RuntimeDep
+    name: ModelName, body: ClassifyBatchInput, rt: RuntimeDep
 ) -> ClassifyBatchResponse:
     """Score several messages in one pass; results in the order sent."""
-    _check_batch(rt, len(body.items))
     results = classify_batch(
         rt,
         model_name=name,

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 
 from app.api.auth import AUTH_ERRORS, requires
-from app.api.deps import ModelName, RuntimeDep
+from app.api.deps import (
+    CreateModelInput,
+    ModelName,
+    RuntimeDep,
+    UpdateModelInput,
+    json_body_openapi,
+)
 from app.api.error_responses import error_responses
-from app.api.schemas import CreateModelRequest, ModelList, ModelResponse, UpdateModelRequest
+from app.api.schemas import ModelList, ModelResponse
 from app.service.dashboard import model_stats
+from app.service.keys import ApiKey
 from app.service.models import create_model, delete_model, get_model, list_models, update_model
 
 router = APIRouter(
@@ -18,8 +25,13 @@ router = APIRouter(
 )
 
 
-@router.post("", status_code=201, responses=error_responses(409, 422, 503))
-def create(body: CreateModelRequest, rt: RuntimeDep) -> ModelResponse:
+@router.post(
+    "",
+    status_code=201,
+    responses=error_responses(409, 415, 422, 503),
+    openapi_extra=json_body_openapi("CreateModelRequest"),
+)
+def create(body: CreateModelInput, rt: RuntimeDep) -> ModelResponse:
     """Create a named filter (one per domain, per user …) with its classes and options."""
     info = create_model(rt, name=body.name, classes=body.classes, config=body.options())
     return ModelResponse.of(info)
@@ -37,21 +49,54 @@ def read(name: ModelName, rt: RuntimeDep) -> ModelResponse:
     return ModelResponse.of(get_model(rt, name=name))
 
 
-@router.patch("/{name}", responses=error_responses(404, 422, 503))
-def change(name: ModelName, body: UpdateModelRequest, rt: RuntimeDep) -> ModelResponse:
+@router.patch(
+    "/{name}",
+    responses=error_responses(404, 415, 422, 503),
+    openapi_extra=json_body_openapi("UpdateModelRequest"),
+)
+def change(name: ModelName, body: UpdateModelInput, rt: RuntimeDep) -> ModelResponse:
     """Change options (thresholds, event model, alpha …); `null` resets one to its default.
     Counts are kept: no retraining is needed."""
     return ModelResponse.of(update_model(rt, name=name, changes=body.options()))
 
 
-@router.delete("/{name}", status_code=204, responses=error_responses(404, 422, 503))
-def remove(name: ModelName, rt: RuntimeDep) -> Response:
-    """Delete a model and everything learned in it."""
-    delete_model(rt, name=name)
-    return Response(status_code=204)
+ENDED_KEYS_HEADER = "Spamsift-Ended-Keys"
+
+
+@router.delete(
+    "/{name}",
+    status_code=204,
+    responses={
+        204: {
+            "description": "Deleted",
+            "headers": {
+                ENDED_KEYS_HEADER: {
+                    "description": "The ids of the API keys this ended (limited to this model "
+                    "alone), comma-separated; absent when none",
+                    "schema": {"type": "string"},
+                }
+            },
+        },
+        **error_responses(404, 422, 503),
+    },
+)
+def remove(name: ModelName, rt: RuntimeDep, request: Request) -> Response:
+    """Delete a model and everything learned in it. API keys limited to it alone are revoked
+    (a key limited to several models loses this one); a model made later under the same name
+    is another model, which no old key may use."""
+    ended = delete_model(rt, name=name)
+    request.app.state.key_guard.invalidate()
+    headers = {ENDED_KEYS_HEADER: ",".join(ended)} if ended else None
+    return Response(status_code=204, headers=headers)
 
 
 @router.get("/{name}/stats", responses=error_responses(404, 422, 503))
-def stats(name: ModelName, rt: RuntimeDep) -> dict[str, Any]:
-    """Dashboard JSON: per-class counts, vocabulary, strongest tokens, activity, database size."""
-    return model_stats(rt, model_name=name)
+def stats(name: ModelName, rt: RuntimeDep, request: Request) -> dict[str, Any]:
+    """Dashboard JSON: per-class counts, vocabulary, strongest tokens, activity, and the size
+    of the whole database (`database_bytes`), which a key limited to some models is not shown:
+    it would tell the volume of the other models."""
+    answer = model_stats(rt, model_name=name)
+    key: ApiKey | None = getattr(request.state, "api_key", None)
+    if key is not None and key.models is not None:
+        del answer["database_bytes"]
+    return answer
