@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Response
 
 from app.api.auth import AUTH_ERRORS, requires
 from app.api.deps import ModelName, RuntimeDep
 from app.api.error_responses import error_responses
 from app.api.schemas import CreateModelRequest, ModelList, ModelResponse, UpdateModelRequest
+from app.errors import NotConfirmed
 from app.service.dashboard import model_stats
 from app.service.models import create_model, delete_model, get_model, list_models, update_model
 
@@ -45,8 +46,21 @@ def change(name: ModelName, body: UpdateModelRequest, rt: RuntimeDep) -> ModelRe
 
 
 @router.delete("/{name}", status_code=204, responses=error_responses(404, 422, 503))
-def remove(name: ModelName, rt: RuntimeDep) -> Response:
-    """Delete a model and everything learned in it."""
+def remove(
+    name: ModelName,
+    rt: RuntimeDep,
+    confirm: Annotated[
+        str | None,
+        Query(description="the model's name again: deleting cannot be undone"),
+    ] = None,
+) -> Response:
+    """Delete a model and everything learned in it. Needs `?confirm=<name>`, since it cannot
+    be undone (take a `spamsift backup` or `spamsift export` first)."""
+    if confirm != name:
+        raise NotConfirmed(
+            f"deleting model {name!r} drops everything it learned; "
+            f"repeat its name as ?confirm={name} to delete it"
+        )
     delete_model(rt, name=name)
     return Response(status_code=204)
 
