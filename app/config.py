@@ -50,6 +50,12 @@ class Settings(BaseSettings):
 
     database_url: str = "sqlite:///./spamsift.db"
     admin_key: str | None = None
+    # With no API key, `spamsift serve` on an address beyond loopback refuses to start unless
+    # this is true: every endpoint would be open to anyone who reaches the address.
+    allow_no_authentication: bool = Field(
+        default=False,
+        description="serve with no API key on a non-loopback address (every endpoint open)",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     # json: one JSON object per line (for collectors); text: one readable line (for a terminal).
     log_format: Literal["json", "text"] = "json"

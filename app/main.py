@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from pydantic import TypeAdapter
 from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 
+from app import __version__
 from app.api.auth import install_auth
 from app.api.error_responses import ErrorBody, install_error_handlers
 from app.api.limits import RequestGuard
@@ -42,7 +43,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
 
     app = FastAPI(
         title="spamsift",
-        version="0.1.0",
+        version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
     )

@@ -36,7 +36,7 @@ def import_dump(name: str, *, model: str, command: str = "import-bogofilter") ->
         else:
             with Path(name).open("rb") as lines:
                 wordlist = read_wordlist(lines)
-        with local_database() as db:
+        with local_database(f"spamsift {command}") as db:
             result = import_bogofilter(db, model_name=model, wordlist=wordlist)
     except SpamsiftError as error:
         print(f"spamsift {command}: {error.message}", file=sys.stderr)

@@ -16,6 +16,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from app import __version__
 from app.cli.bogofilter import add_bogofilter_command
 from app.cli.classify import EXIT_ERROR, add_classify_command
 from app.cli.evaluate import add_evaluate_command
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="spamsift", description="Self-hosted naive Bayes spam filter."
     )
+    parser.add_argument("--version", action="version", version=f"spamsift {__version__}")
     commands = parser.add_subparsers(title="commands")
     add_serve_commands(commands)
     add_train_command(commands)
