@@ -98,7 +98,8 @@ def header_message_id(raw: bytes) -> str | None:
     The same rule in the API, the CLI and every hook: a message classified by a mail server
     and reported later by its Message-ID is found under that id.
     """
-    header, current = [], b""
+    header: list[bytes] = []
+    current = b""
     for line in raw.split(b"\n"):
         if line.startswith(b"From ") and not header and not current:
             continue  # an mbox envelope line
