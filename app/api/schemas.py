@@ -60,7 +60,14 @@ class ConfigFields(Strict):
     rf_assumed: float | None = None
     rf_min_dev: float | None = None
     min_train_tokens: int | None = Field(
-        default=None, description="fewest distinct tokens to train; default the server's"
+        default=None,
+        description="fewest distinct tokens a message needs to be trained; default: the "
+        "server's SPAMSIFT_MIN_TRAIN_TOKENS (11) for raw mail, 1 for plain `text`",
+    )
+    min_learns: int | None = Field(
+        default=None,
+        description="trained messages of each class before verdicts are trusted (below it "
+        "every verdict is `unsure`, with a warning); default: SPAMSIFT_MIN_LEARNS (200)",
     )
 
     def options(self) -> dict[str, Any]:
@@ -160,6 +167,11 @@ class ClassifyResponse(BaseModel):
     tokens: int
     clues: list[ClueResponse] | None = None
     defects: list[str]
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="why the verdict is not to be trusted yet, e.g. a class with fewer trained "
+        "messages than the model's min_learns (the verdict is then `unsure`)",
+    )
 
     @classmethod
     def of(cls, result: Classification) -> ClassifyResponse:
@@ -178,6 +190,7 @@ class ClassifyResponse(BaseModel):
                 ClueResponse(token=c.token, class_=c.class_, weight=c.weight) for c in result.clues
             ],
             defects=list(result.defects),
+            warnings=list(result.warnings),
         )
 
 

@@ -346,6 +346,7 @@ def classification_json(result: Classification) -> dict[str, Any]:
     """The classification as the API returns it (SPEC §6.1)."""
     answer = asdict(result)
     answer["defects"] = list(result.defects)
+    answer["warnings"] = list(result.warnings)
     if result.clues is not None:
         answer["clues"] = [
             {"token": clue.token, "class": clue.class_, "weight": clue.weight}

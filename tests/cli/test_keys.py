@@ -15,6 +15,7 @@ from app.main import create_app
 from app.service.keys import KEY_PATTERN
 from app.store.engine import Database
 from app.store.migrate import upgrade_schema
+from tests.conftest import TEST_ENVIRONMENT
 
 # The console script installed beside this interpreter, as an operator runs it.
 SPAMSIFT = str(Path(sys.executable).with_name("spamsift"))
@@ -32,6 +33,7 @@ def database_url(tmp_path: Path) -> str:
 
 def spamsift(database_url: str, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {name: value for name, value in os.environ.items() if not name.startswith("SPAMSIFT_")}
+    env.update(TEST_ENVIRONMENT)  # no min_learns floor: see tests/conftest.py
     env["SPAMSIFT_DATABASE_URL"] = database_url
     return subprocess.run(
         [SPAMSIFT, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120
