@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 from pydantic import TypeAdapter
 from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 
@@ -22,6 +23,7 @@ from app.config import Settings
 from app.service.keys import KeyGuard
 from app.service.runtime import Runtime
 
+DOCS_ASSETS_URL = "/docs-assets"  # swagger-ui and redoc scripts, styles and icon
 DESCRIPTION = """A self-hosted naive Bayes spam filter. Mail servers classify each message;
 users' "mark as spam / not spam" clicks train it. Errors are
 `{"error": {"code": "...", "message": "..."}}`."""
@@ -41,11 +43,14 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         finally:
             rt.close()
 
-    app = FastAPI(
+    # /docs and /redoc from assets shipped in the fastapi-offline package, not from a CDN: a
+    # mail host often has no way out to the internet, and a CDN page stays blank there.
+    app = FastAPIOffline(
         title="spamsift",
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
+        static_url=DOCS_ASSETS_URL,
     )
     # Starlette's request body limit, here rather than as FastAPI(max_body_size=...) so that it
     # sits inside the guard (which answers Content-Length overs with the JSON error body) and
