@@ -43,7 +43,7 @@ def import_dump(name: str, *, model: str, command: str = "import-bogofilter") ->
         return 1
     except OSError as error:
         print(f"spamsift {command}: cannot read {name}: {error.strerror}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(error, FileNotFoundError) else 1
     made = " (created)" if result.created else ""
     print(
         f"model {result.model}{made}: added {result.spam_messages} spam and "

@@ -98,6 +98,9 @@ def run_import(args: argparse.Namespace) -> int:
         return import_dump(args.file, model=args.model, command="import --bogofilter")
     from app.service.transfer import import_records
 
+    if args.file != "-" and not Path(args.file).is_file():  # a typo: say so before anything
+        print(f"spamsift import: {args.file}: no such file", file=sys.stderr)
+        return 2
     try:
         with local_database("spamsift import") as db, _input(args.file) as lines:
             summary = import_records(db, _records(lines), replace=args.replace)
