@@ -51,6 +51,12 @@ class Settings(BaseSettings):
 
     database_url: str = "sqlite:///./spamsift.db"
     admin_key: str | None = None
+    # With no API key, `spamsift serve` on an address beyond loopback refuses to start unless
+    # this is true: every endpoint would be open to anyone who reaches the address.
+    allow_no_authentication: bool = Field(
+        default=False,
+        description="serve with no API key on a non-loopback address (every endpoint open)",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     # json: one JSON object per line (for collectors); text: one readable line (for a terminal).
     log_format: Literal["json", "text"] = "json"
@@ -71,6 +77,14 @@ class Settings(BaseSettings):
     max_token_chars: int = Field(default=40, ge=1, le=46)
     # /train (and train/batch, feedback with a message) refuses fewer distinct tokens with 422.
     min_train_tokens: int = Field(default=11, ge=1)
+    # Fewest trained messages per class before a verdict is trusted (a model's min_learns
+    # overrides it); below it verdicts are "unsure" and answers carry a warning. SpamAssassin
+    # (bayes_min_ham_num, bayes_min_spam_num) and rspamd (min_learns) use 200.
+    min_learns: int = Field(
+        default=200,
+        ge=0,
+        description="trained messages of each class before verdicts are trusted",
+    )
     # Tokenizing time per request; beyond it classify scores what it has ("time_budget"),
     # train refuses with 503 and Retry-After. 0 cuts at once (for tests).
     classify_time_budget_seconds: float = Field(default=2.0, ge=0)

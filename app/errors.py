@@ -5,7 +5,8 @@ SpamsiftError
 │   ├── InvalidConfig       a model config value is out of range ("invalid_config")
 │   ├── InvalidMessage      a message cannot be used as given ("invalid_message")
 │   │   └── TooFewTokens    fewer tokens than min_train_tokens to train ("too_few_tokens")
-│   └── UnknownLabel        a label that is not one of the model's classes ("unknown_label")
+│   ├── UnknownLabel        a label that is not one of the model's classes ("unknown_label")
+│   └── NotConfirmed        a destructive call without its confirmation ("confirmation_required")
 ├── NotFound                ("not_found")
 │   ├── ModelNotFound       ("model_not_found")
 │   └── MessageNotFound     ("message_not_found")
@@ -57,6 +58,10 @@ class TooFewTokens(InvalidMessage):
 
 class UnknownLabel(InvalidInput):
     code = "unknown_label"
+
+
+class NotConfirmed(InvalidInput):
+    code = "confirmation_required"  # e.g. deleting a model without ?confirm=<its name>
 
 
 class NotFound(SpamsiftError):

@@ -42,8 +42,18 @@ request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 # Loggers at the configured level. Everything else (the root logger) stays at WARNING, so that
 # no library logs at debug: SQLAlchemy's engine log would print statement parameters (tokens,
 # message ids), and it follows the root logger's level.
-OWN_LOGGERS = ("app", "spamsift", "uvicorn", "alembic")
-QUIET_LOGGERS = ("sqlalchemy", "multipart", "python_multipart", "httpx", "httpcore", "asyncio")
+OWN_LOGGERS = ("app", "spamsift", "uvicorn")
+# alembic says "Context impl SQLiteImpl", "Will assume transactional DDL" … at every start:
+# warnings only (the start-up line says what runs).
+QUIET_LOGGERS = (
+    "sqlalchemy",
+    "multipart",
+    "python_multipart",
+    "httpx",
+    "httpcore",
+    "asyncio",
+    "alembic",
+)
 
 _UNSAFE_TEXT = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]")
 

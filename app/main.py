@@ -7,9 +7,11 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 from pydantic import TypeAdapter
 from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 
+from app import __version__
 from app.api.auth import install_auth
 from app.api.error_responses import ErrorBody, install_error_handlers
 from app.api.limits import RequestGuard
@@ -29,6 +31,7 @@ from app.config import Settings
 from app.service.keys import KeyGuard
 from app.service.runtime import Runtime
 
+DOCS_ASSETS_URL = "/docs-assets"  # swagger-ui and redoc scripts, styles and icon
 DESCRIPTION = """A self-hosted naive Bayes spam filter. Mail servers classify each message;
 users' "mark as spam / not spam" clicks train it. Errors are
 `{"error": {"code": "...", "message": "..."}}`."""
@@ -48,14 +51,17 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         finally:
             rt.close()
 
-    app = FastAPI(
+    # /docs and /redoc from assets shipped in the fastapi-offline package, not from a CDN: a
+    # mail host often has no way out to the internet, and a CDN page stays blank there.
+    app = FastAPIOffline(
         title="spamsift",
-        version="0.1.0",
+        version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
         # No 307 from /v1/models/ to /v1/models: Starlette builds that Location from the
         # client's Host header, which would send a browser wherever the request named.
         redirect_slashes=False,
+        static_url=DOCS_ASSETS_URL,
     )
     # Starlette's request body limit, here rather than as FastAPI(max_body_size=...) so that it
     # sits inside the guard (which answers Content-Length overs with the JSON error body) and

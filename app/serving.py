@@ -8,13 +8,18 @@
    be reached stops the start with one line.
 4. With several workers, Prometheus multiprocess mode gets a fresh directory
    (PROMETHEUS_MULTIPROC_DIR, made here unless given, and emptied either way).
-5. uvicorn runs the app with spamsift's log configuration; its own access line is off, since
+5. With no API key, a server on an address beyond this machine refuses to start unless the
+   operator allows it (--allow-no-authentication); on loopback it starts, and says so loudly.
+6. One line says what starts: version, database (password masked), workers, mode.
+7. uvicorn runs the app with spamsift's log configuration; its own access line is off, since
    it carries the raw path and query string (message ids) and spamsift logs a better one.
    Forwarded headers are believed only from SPAMSIFT_TRUSTED_PROXIES (none by default).
 """
 
 from __future__ import annotations
 
+import ipaddress
+import logging
 import os
 import shutil
 import tempfile
@@ -26,6 +31,8 @@ from pydantic import ValidationError
 from app.config import Settings
 from app.errors import DatabaseUnavailable
 from app.logging_setup import configure_logging, uvicorn_log_config
+
+log = logging.getLogger("spamsift.serve")
 
 MULTIPROCESS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 SECRET_SETTINGS = frozenset({"admin_key"})
@@ -76,6 +83,28 @@ def _hide_password(url: str) -> str | None:
         return None
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The absolute path of a SQLite database file, or None (PostgreSQL, in-memory SQLite)."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if not parsed.drivername.startswith("sqlite"):
+        return None
+    name = parsed.database or ""
+    if name in ("", ":memory:") or name.startswith("file:"):
+        return None
+    return Path(name).absolute()
+
+
+def describe_database(url: str) -> str:
+    """The database as an operator recognises it, password masked: `sqlite:////abs/path.db`
+    (the absolute path, whatever the URL's working-directory-relative form) or the URL."""
+    path = sqlite_file(url)
+    if path is not None:
+        return f"sqlite:///{path}"
+    return _hide_password(url) or "(unreadable URL)"
+
+
 def upgrade_database(settings: Settings) -> None:
     """Bring the schema up to date; raise ServeError when the database cannot be reached."""
     from app.store.engine import Database
@@ -97,6 +126,85 @@ def upgrade_database(settings: Settings) -> None:
         db.dispose()
 
 
+def authentication_mode(settings: Settings) -> str:
+    """`api keys` when requests need a key (one was ever made, or SPAMSIFT_ADMIN_KEY seeds
+    one), else `development` (every endpoint open)."""
+    from app.service.keys import list_keys
+    from app.store.engine import Database
+
+    if settings.admin_key is not None:
+        return "api keys"
+    db = Database(settings.database_url, lock_timeout_seconds=settings.lock_timeout_seconds)
+    try:
+        return "api keys" if list_keys(db) else "development"
+    except DatabaseUnavailable:
+        return "development"  # checked again at start by the server itself
+    finally:
+        db.dispose()
+
+
+def is_loopback(host: str) -> bool:
+    """Tell whether `host` is reachable from this machine only (127.0.0.0/8, ::1, localhost)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+def check_open_server(*, host: str, mode: str, allow_no_authentication: bool) -> None:
+    """Refuse to serve every endpoint without authentication beyond this machine, unless the
+    operator said so (as Redis' protected mode does): ServeError naming both ways out."""
+    if mode != "development" or is_loopback(host) or allow_no_authentication:
+        return
+    raise ServeError(
+        f"refusing to serve on {host} without authentication: no API key exists, so anyone "
+        "who can reach this address could train and read every model. Create a key first "
+        "(spamsift keys create --scope admin, or set SPAMSIFT_ADMIN_KEY), or, on a network "
+        "you trust, start with --allow-no-authentication "
+        "(SPAMSIFT_ALLOW_NO_AUTHENTICATION=true)"
+    )
+
+
+def log_start(*, settings: Settings, host: str, port: int, workers: int, mode: str) -> None:
+    """One line saying what starts: version, database (password masked), workers, mode."""
+    from app import __version__
+
+    where = describe_database(settings.database_url)
+    log.info(
+        "spamsift %s starting on %s:%d: database %s, %d worker%s, %s mode",
+        __version__,
+        host,
+        port,
+        where,
+        workers,
+        "" if workers == 1 else "s",
+        mode,
+        extra={
+            "fields": {
+                "version": __version__,
+                "database": where,
+                "workers": workers,
+                "mode": mode,
+                "host": host,
+                "port": port,
+            }
+        },
+    )
+
+
+def warn_about_shared_sqlite(settings: Settings, *, workers: int) -> None:
+    """Name the SQLite WAL-reset bug once, where it applies: several server processes on one
+    SQLite file with a library that has it."""
+    import sqlite3
+
+    from app.store.engine import warn_if_wal_reset_bug
+
+    if workers > 1 and sqlite_file(settings.database_url) is not None:
+        warn_if_wal_reset_bug(sqlite3.sqlite_version)
+
+
 def prepare_multiprocess_dir(workers: int) -> Path | None:
     """Set up PROMETHEUS_MULTIPROC_DIR for several workers; return a directory made here."""
     given = os.environ.get(MULTIPROCESS_DIR_VARIABLE)
@@ -113,13 +221,28 @@ def prepare_multiprocess_dir(workers: int) -> Path | None:
     return made
 
 
-def serve(*, host: str, port: int, workers: int = 1, **uvicorn_options: Any) -> None:
+def serve(
+    *,
+    host: str,
+    port: int,
+    workers: int = 1,
+    allow_no_authentication: bool = False,
+    **uvicorn_options: Any,
+) -> None:
     """Check settings and database, then run the HTTP API until stopped."""
     import uvicorn
 
     settings = load_settings()
     configure_logging(settings)
     upgrade_database(settings)  # before the workers start: they never migrate on import
+    mode = authentication_mode(settings)
+    check_open_server(
+        host=host,
+        mode=mode,
+        allow_no_authentication=allow_no_authentication or settings.allow_no_authentication,
+    )
+    log_start(settings=settings, host=host, port=port, workers=workers, mode=mode)
+    warn_about_shared_sqlite(settings, workers=workers)
     made = prepare_multiprocess_dir(workers)
     try:
         uvicorn.run(

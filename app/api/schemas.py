@@ -48,19 +48,67 @@ class MessageBody(Strict):
 class ConfigFields(Strict):
     """Model options of SPEC §4; omitted ones keep their defaults."""
 
-    event_model: EventModel | None = None
-    alpha: float | None = None
-    prior: Prior | None = None
-    min_df: int | None = None
-    max_vocab: int | None = None
-    stop_words: Literal["english", "none"] | list[str] | None = None
-    spam_threshold: float | None = None
-    ham_threshold: float | None = None
-    rf_strength: float | None = None
-    rf_assumed: float | None = None
-    rf_min_dev: float | None = None
+    event_model: EventModel | None = Field(
+        default=None,
+        description="scorer: `robinson-fisher` (default; bogofilter's chi-square combining, "
+        "ham/spam models only), `multinomial` or `bernoulli` naive Bayes; a classify request "
+        "may pick another",
+    )
+    alpha: float | None = Field(
+        default=None, description="additive smoothing of naive Bayes, > 0 (default 1.0: Laplace)"
+    )
+    prior: Prior | None = Field(
+        default=None,
+        description="class prior of naive Bayes: `mle` (default: trained share of each "
+        "class), `laplace`, or `uniform`",
+    )
+    min_df: int | None = Field(
+        default=None,
+        description="tokens seen in fewer trained messages are ignored when scoring (default 1)",
+    )
+    max_vocab: int | None = Field(
+        default=None,
+        description="score with only this many tokens, those in most trained messages "
+        "(default: no limit)",
+    )
+    stop_words: Literal["english", "none"] | list[str] | None = Field(
+        default=None,
+        description="words ignored when scoring: `english` (default), `none`, or a list; "
+        "changing it needs no retraining",
+    )
+    spam_threshold: float | None = Field(
+        default=None,
+        description="ham/spam models: verdict `spam` at spam_probability >= this (default 0.9)",
+    )
+    ham_threshold: float | None = Field(
+        default=None,
+        description="ham/spam models: verdict `ham` at spam_probability <= this (default 0.1); "
+        "between the two, `unsure`",
+    )
+    rf_strength: float | None = Field(
+        default=None,
+        description="robinson-fisher: pull of a rare token's probability toward rf_assumed "
+        "(s, default 0.03)",
+    )
+    rf_assumed: float | None = Field(
+        default=None,
+        description="robinson-fisher: spam probability assumed for an unseen token "
+        "(x, default 0.5)",
+    )
+    rf_min_dev: float | None = Field(
+        default=None,
+        description="robinson-fisher: tokens whose probability is nearer 0.5 than this are "
+        "ignored (default 0.0)",
+    )
     min_train_tokens: int | None = Field(
-        default=None, description="fewest distinct tokens to train; default the server's"
+        default=None,
+        description="fewest distinct tokens a message needs to be trained; default: the "
+        "server's SPAMSIFT_MIN_TRAIN_TOKENS (11) for raw mail, 1 for plain `text`",
+    )
+    min_learns: int | None = Field(
+        default=None,
+        description="trained messages of each class before verdicts are trusted (below it "
+        "every verdict is `unsure`, with a warning); default: SPAMSIFT_MIN_LEARNS (200)",
     )
 
     def options(self) -> dict[str, Any]:
@@ -160,6 +208,11 @@ class ClassifyResponse(BaseModel):
     tokens: int
     clues: list[ClueResponse] | None = None
     defects: list[str]
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="why the verdict is not to be trusted yet, e.g. a class with fewer trained "
+        "messages than the model's min_learns (the verdict is then `unsure`)",
+    )
 
     @classmethod
     def of(cls, result: Classification) -> ClassifyResponse:
@@ -178,6 +231,7 @@ class ClassifyResponse(BaseModel):
                 ClueResponse(token=c.token, class_=c.class_, weight=c.weight) for c in result.clues
             ],
             defects=list(result.defects),
+            warnings=list(result.warnings),
         )
 
 

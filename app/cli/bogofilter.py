@@ -36,14 +36,14 @@ def import_dump(name: str, *, model: str, command: str = "import-bogofilter") ->
         else:
             with Path(name).open("rb") as lines:
                 wordlist = read_wordlist(lines)
-        with local_database() as db:
+        with local_database(f"spamsift {command}") as db:
             result = import_bogofilter(db, model_name=model, wordlist=wordlist)
     except SpamsiftError as error:
         print(f"spamsift {command}: {error.message}", file=sys.stderr)
         return 1
     except OSError as error:
         print(f"spamsift {command}: cannot read {name}: {error.strerror}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(error, FileNotFoundError) else 1
     made = " (created)" if result.created else ""
     print(
         f"model {result.model}{made}: added {result.spam_messages} spam and "

@@ -49,7 +49,7 @@ def run_feedback(args: argparse.Namespace) -> int:
             )
         except OSError as error:
             print(f"spamsift feedback: cannot read {args.file}: {error.strerror}", file=sys.stderr)
-            return 1
+            return 2 if isinstance(error, FileNotFoundError) else 1
         if not raw.strip():
             print("spamsift feedback: the message is empty", file=sys.stderr)
             return 1
@@ -67,7 +67,8 @@ def run_feedback(args: argparse.Namespace) -> int:
             target.close()
     except (CommandError, Refused) as error:
         print(f"spamsift feedback: {error}", file=sys.stderr)
-        return 1
+        # A label the model does not have is a bad argument, as in train: status 2.
+        return 2 if isinstance(error, Refused) and error.code == "unknown_label" else 1
     if not result.changed:
         what = "already known"
     elif result.previous_label is None:

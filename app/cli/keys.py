@@ -57,7 +57,7 @@ def run_keys_create(args: argparse.Namespace) -> int:
     from app.service.keys import create_key
 
     try:
-        with local_database() as db:
+        with local_database("spamsift keys create") as db:
             key, listing = create_key(db, scopes=args.scopes, models=args.models, name=args.name)
     except SpamsiftError as error:
         print(f"spamsift keys create: {error.message}", file=sys.stderr)
@@ -72,7 +72,7 @@ def run_keys_list(_: argparse.Namespace) -> int:
     from app.service.keys import list_keys
 
     try:
-        with local_database() as db:
+        with local_database("spamsift keys list") as db:
             keys = list_keys(db)
     except SpamsiftError as error:
         print(f"spamsift keys list: {error.message}", file=sys.stderr)
@@ -103,7 +103,7 @@ def run_keys_revoke(args: argparse.Namespace) -> int:
     from app.service.keys import list_keys, revoke_key
 
     try:
-        with local_database() as db:
+        with local_database("spamsift keys revoke") as db:
             revoked = revoke_key(db, key=args.key)
             active = [key for key in list_keys(db) if key.revoked_at is None]
     except SpamsiftError as error:

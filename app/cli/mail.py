@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from app.service.messages import MAX_MESSAGE_ID_CHARS
+from app.service.messages import header_message_id
 
 OWN_HEADER_PREFIX = b"x-spamsift-"
 VERDICT_HEADER = "X-Spamsift-Verdict"
@@ -83,15 +83,8 @@ def add_verdict_headers(raw: bytes, *, verdict: str, probability: float | None) 
 
 
 def message_id_of(raw: bytes) -> str | None:
-    """Return the Message-ID header's value (unfolded, trimmed) if it is a usable message_id."""
-    for field in split_header_block(raw).fields:
-        name, _, value = field.partition(b":")
-        if name.strip().lower() == b"message-id":
-            text = " ".join(value.decode("utf-8", "replace").split())
-            if text and len(text) <= MAX_MESSAGE_ID_CHARS and text.isprintable():
-                return text
-            return None
-    return None
+    """Return the Message-ID header's value if it is a usable message_id (as the API does)."""
+    return header_message_id(raw)
 
 
 def _is_own(field: bytes) -> bool:

@@ -8,6 +8,7 @@ transfer.py    export, import, backup: JSON-lines copies of models, SQLite backu
 bogofilter.py  import-bogofilter: a bogofilter wordlist dump into a model
 evaluate.py    evaluate: train and test in memory on a labelled corpus
 keys.py        keys create|list|revoke: API keys
+models.py      models list|create|show|set|delete, stats: model administration
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from app import __version__
 from app.cli.bogofilter import add_bogofilter_command
 from app.cli.classify import EXIT_ERROR, add_classify_command
 from app.cli.evaluate import add_evaluate_command
 from app.cli.feedback import add_feedback_command
 from app.cli.keys import add_keys_commands
+from app.cli.models import add_models_commands
 from app.cli.serve import add_serve_commands
 from app.cli.train import add_train_command
 from app.cli.transfer import add_transfer_commands
@@ -51,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="spamsift", description="Self-hosted naive Bayes spam filter."
     )
+    parser.add_argument("--version", action="version", version=f"spamsift {__version__}")
     commands = parser.add_subparsers(title="commands")
     add_serve_commands(commands)
     add_train_command(commands)
@@ -59,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_transfer_commands(commands)
     add_bogofilter_command(commands)
     add_keys_commands(commands)
+    add_models_commands(commands)
     add_evaluate_command(commands)
     return parser
 

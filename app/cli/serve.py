@@ -19,6 +19,12 @@ def add_serve_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
         help="answer 503 at once beyond N requests and connections in flight per worker, "
         "instead of queueing them (uvicorn's limit_concurrency; default: no limit)",
     )
+    serve.add_argument(
+        "--allow-no-authentication",
+        action="store_true",
+        help="with no API key, serve on a non-loopback --host anyway: every endpoint open to "
+        "anyone who reaches it (default: refuse; SPAMSIFT_ALLOW_NO_AUTHENTICATION=true)",
+    )
     serve.set_defaults(run=run_serve)
 
     db = commands.add_parser("db", help="database maintenance")
@@ -35,21 +41,24 @@ def run_serve(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             workers=args.workers,
+            allow_no_authentication=args.allow_no_authentication,
             limit_concurrency=args.limit_concurrency,
         )
-    except ServeError as error:  # a bad setting or an unusable database: one line, exit 2
+    except ServeError as error:  # a bad setting, an unusable database, an open server: exit 2
         print(f"spamsift serve: {error}", file=sys.stderr)
         return 2
     return 0
 
 
 def run_db_upgrade(_: argparse.Namespace) -> int:
-    from app.serving import ServeError, load_settings, upgrade_database
+    from app.serving import ServeError, describe_database, load_settings, upgrade_database
     from app.store.engine import Database
     from app.store.migrate import current_revision
 
     try:  # a bad setting or an unusable database: one line, exit 2 (as serve)
         settings = load_settings()
+        where = describe_database(settings.database_url)
+        print(f"spamsift db upgrade: database {where}", file=sys.stderr)
         upgrade_database(settings)
     except ServeError as error:
         print(f"spamsift db upgrade: {error}", file=sys.stderr)

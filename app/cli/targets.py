@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -75,6 +76,10 @@ class Target(Protocol):
 
     def classify(self, message: Message) -> dict[str, Any]: ...
 
+    def classes(self) -> list[str] | None:
+        """The model's classes; None when the server will not say (a key without admin)."""
+        ...
+
     def feedback(
         self, *, label: str, message_id: str | None, message: Message | None
     ) -> Trained: ...
@@ -83,6 +88,7 @@ class Target(Protocol):
 
 
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.set_defaults(command_name=parser.prog)  # "spamsift train": names the database
     parser.add_argument("--model", default="default", help="model name (default: default)")
     parser.add_argument(
         "--url",
@@ -100,16 +106,40 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class DatabaseMissing(SpamsiftError):
+    """A command that never creates a database found none where it looked."""
+
+    code = "database_missing"
+
+
+def announce_database(command: str, settings: Settings) -> None:
+    """Name the database a command works on, on stderr (password masked); refuse to go on
+    when it is a SQLite file that does not exist: only `serve` and `db upgrade` create one,
+    so that a command run from the wrong folder never trains or keys a new empty file."""
+    from app.serving import describe_database, sqlite_file
+
+    print(f"{command}: database {describe_database(settings.database_url)}", file=sys.stderr)
+    path = sqlite_file(settings.database_url)
+    if path is not None and not path.exists():
+        raise DatabaseMissing(
+            f"no database at {path}; point SPAMSIFT_DATABASE_URL at yours "
+            "(e.g. sqlite:////var/lib/spamsift/spamsift.db), or create this one with "
+            "`spamsift db upgrade`"
+        )
+
+
 @contextmanager
-def local_database() -> Iterator[Database]:
-    """The database of SPAMSIFT_DATABASE_URL, its schema brought up to date, disposed after."""
+def local_database(command: str) -> Iterator[Database]:
+    """The database of SPAMSIFT_DATABASE_URL, named on stderr, its schema brought up to date,
+    disposed after; DatabaseMissing when it does not exist yet."""
     from app.store.engine import Database
     from app.store.migrate import upgrade_schema
 
     settings = Settings()
+    announce_database(command, settings)
     db = Database(settings.database_url, lock_timeout_seconds=settings.lock_timeout_seconds)
     try:
-        upgrade_schema(db)  # as `db upgrade` does: a fresh file gets its tables
+        upgrade_schema(db)  # an older schema is brought up to date, as `serve` does
         yield db
     finally:
         db.dispose()
@@ -120,21 +150,25 @@ def open_target(args: argparse.Namespace) -> Target:
     if args.url:
         api_key = args.api_key or os.environ.get(API_KEY_VARIABLE) or None
         return RemoteTarget(args.url, model=args.model, api_key=api_key, timeout=args.timeout)
-    return LocalTarget(Settings(), model=args.model)
+    return LocalTarget(Settings(), model=args.model, command=args.command_name)
 
 
 class LocalTarget:
     """The database of SPAMSIFT_DATABASE_URL, through the service as the server uses it."""
 
-    def __init__(self, settings: Settings, *, model: str) -> None:
+    def __init__(self, settings: Settings, *, model: str, command: str = "spamsift") -> None:
         from app.service.runtime import Runtime
         from app.store.migrate import upgrade_schema
 
+        try:
+            announce_database(command, settings)
+        except DatabaseMissing as error:
+            raise CommandError(error.message) from error
         self.model = model
         self.settings = settings
         self.runtime: Runtime = Runtime(settings)
         try:
-            upgrade_schema(self.runtime.db)  # as `db upgrade` does: a fresh file gets its tables
+            upgrade_schema(self.runtime.db)  # an older schema is brought up to date
         except SpamsiftError as error:
             self.runtime.db.dispose()
             raise CommandError(error.message) from error
@@ -148,6 +182,12 @@ class LocalTarget:
 
     def batchable(self, message: Message) -> bool:
         return True
+
+    def classes(self) -> list[str] | None:
+        from app.service.models import get_model
+
+        with _local_errors():
+            return list(get_model(self.runtime, name=self.model).classes)
 
     def classify(self, message: Message) -> dict[str, Any]:
         from app.service.classification import classify
@@ -218,6 +258,15 @@ class RemoteTarget:
     def batchable(self, message: Message) -> bool:
         """Tell whether the message can travel in a JSON batch unchanged (its bytes are UTF-8)."""
         return _json_message(message) is not None
+
+    def classes(self) -> list[str] | None:
+        try:
+            answer = self._send("GET", self.base)
+        except CommandError as error:
+            if " answered 401 " in str(error) or " answered 403 " in str(error):
+                return None  # reading a model needs the admin scope; training will tell
+            raise
+        return [str(label) for label in answer["classes"]]
 
     def _train_one_raw(self, message: Message, label: str) -> Trained:
         params = {"label": label, **_id_param(message)}
@@ -297,6 +346,7 @@ def classification_json(result: Classification) -> dict[str, Any]:
     """The classification as the API returns it (SPEC §6.1)."""
     answer = asdict(result)
     answer["defects"] = list(result.defects)
+    answer["warnings"] = list(result.warnings)
     if result.clues is not None:
         answer["clues"] = [
             {"token": clue.token, "class": clue.class_, "weight": clue.weight}

@@ -126,15 +126,26 @@ def run_train(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         print("spamsift train: --batch-size must be at least 1", file=sys.stderr)
         return 2
+    if missing:  # a typo in a path: say so before reading anything (a cron job sees status 2)
+        for unusable in missing:
+            print(f"spamsift train: {unusable.origin}: {unusable.reason}", file=sys.stderr)
+        return 2
     summary = Summary()
-    for unusable in missing:
-        summary.refuse(unusable.origin, unusable.reason)
     started = time.monotonic()
     try:
         target = open_target(args)
+        classes = target.classes()
     except CommandError as error:
         print(f"spamsift train: {error}", file=sys.stderr)
         return 1
+    if args.label and classes is not None and args.label not in classes:
+        print(
+            f"spamsift train: --label {args.label!r} is not a class of model {args.model} "
+            f"({', '.join(classes)})",
+            file=sys.stderr,
+        )
+        target.close()
+        return 2
     on_terminal = not args.no_progress and sys.stderr.isatty()
     # A terminal that tells no size (0 x 0, e.g. a fresh pty) still gets a bar.
     size = os.get_terminal_size(sys.stderr.fileno()) if on_terminal else None

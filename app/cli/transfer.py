@@ -79,7 +79,7 @@ def run_export(args: argparse.Namespace) -> int:
 
     summary = TransferSummary()
     try:
-        with local_database() as db, _output(args.output) as output:
+        with local_database("spamsift export") as db, _output(args.output) as output:
             for record in export_records(db, model_names=args.models, summary=summary):
                 output.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
                 output.write("\n")
@@ -98,8 +98,11 @@ def run_import(args: argparse.Namespace) -> int:
         return import_dump(args.file, model=args.model, command="import --bogofilter")
     from app.service.transfer import import_records
 
+    if args.file != "-" and not Path(args.file).is_file():  # a typo: say so before anything
+        print(f"spamsift import: {args.file}: no such file", file=sys.stderr)
+        return 2
     try:
-        with local_database() as db, _input(args.file) as lines:
+        with local_database("spamsift import") as db, _input(args.file) as lines:
             summary = import_records(db, _records(lines), replace=args.replace)
     except SpamsiftError as error:
         print(f"spamsift import: {error.message}", file=sys.stderr)
@@ -115,7 +118,7 @@ def run_backup(args: argparse.Namespace) -> int:
     from app.service.transfer import backup_sqlite
 
     try:
-        with local_database() as db:
+        with local_database("spamsift backup") as db:
             if not db.is_sqlite:
                 print(
                     "spamsift backup copies SQLite databases. For PostgreSQL use pg_dump "

@@ -43,6 +43,7 @@ class Classification:
     tokens: int
     clues: list[Clue] | None = None
     defects: tuple[str, ...] = field(default_factory=tuple)
+    warnings: tuple[str, ...] = field(default_factory=tuple)
 
 
 def classify(
@@ -78,7 +79,15 @@ def classify_batch(
     # Each message has its time budget: past it, it is scored on what was tokenized in time and
     # carries the defect "time_budget".
     prepared = prepare_messages(rt, messages, "classify", processes=processes)
-    results, records = _score(live, prepared, event_model=event_model, explain=explain)
+    results, records = _score(
+        live,
+        prepared,
+        event_model=event_model,
+        explain=explain,
+        min_learns=live.config.min_learns
+        if live.config.min_learns is not None
+        else rt.settings.min_learns,
+    )
     rt.record_classifications(
         live.id,
         records,
@@ -142,6 +151,7 @@ def _score(
     *,
     event_model: EventModel | None,
     explain: bool,
+    min_learns: int = 0,
 ) -> tuple[list[Classification], list[ClassificationRecord]]:
     chosen = event_model or live.config.event_model
     if chosen == "robinson-fisher" and set(live.classes) != {"ham", "spam"}:
@@ -164,12 +174,13 @@ def _score(
             else None
         )
         config = classifier.config
+        warnings = training_warnings(live.classes, live.table.class_docs.tolist(), min_learns)
     results: list[Classification] = []
     records: list[ClassificationRecord] = []
     spam_index = live.classes.index("spam") if "spam" in live.classes else None
     for row, message in enumerate(prepared):
         probabilities = np.exp(log_proba[row])
-        decision = verdict(probabilities, live.classes, config)
+        decision = "unsure" if warnings else verdict(probabilities, live.classes, config)
         label = live.classes[int(np.argmax(log_proba[row]))]
         results.append(
             Classification(
@@ -185,6 +196,7 @@ def _score(
                 if clues is None
                 else [Clue(token=c.token, class_=c.class_, weight=c.weight) for c in clues[row]],
                 defects=message.defects,
+                warnings=warnings,
             )
         )
         start, end = X.indptr[row], X.indptr[row + 1]
@@ -199,3 +211,20 @@ def _score(
             )
         )
     return results, records
+
+
+def training_warnings(
+    classes: Sequence[str], class_messages: Sequence[int], min_learns: int
+) -> tuple[str, ...]:
+    """Why verdicts are not to be trusted yet: a class with fewer than `min_learns` trained
+    messages (SpamAssassin's bayes_min_ham_num/bayes_min_spam_num, rspamd's min_learns: 200).
+    Below it every verdict is "unsure"; scores and probabilities are given as they are."""
+    if all(count >= min_learns for count in class_messages):
+        return ()
+    counts = ", ".join(
+        f"{count} {label}" for label, count in zip(classes, class_messages, strict=True)
+    )
+    return (
+        f"model has {counts}; verdicts need {min_learns} of each "
+        "(min_learns: train more, or lower the model's min_learns)",
+    )

@@ -10,6 +10,7 @@ from sqlalchemy import Connection
 
 from app.bayes.naive_bayes import top_tokens
 from app.bayes.vocabulary import select_vocabulary
+from app.service.classification import training_warnings
 from app.service.runtime import Runtime
 from app.store.activity import last_event_hour, read_activity_hours, sum_activity
 
@@ -52,6 +53,10 @@ def model_stats(rt: Runtime, *, model_name: str) -> dict[str, Any]:
         trained = all(n > 0 for n in table.class_docs.tolist())
         strongest = top_tokens(table, config, limit=TOP_TOKENS) if trained else {}
         generation = live.synced_generation
+        min_learns = (
+            live.config.min_learns if live.config.min_learns is not None else rt.settings.min_learns
+        )
+        warnings = training_warnings(live.classes, table.class_docs.tolist(), min_learns)
 
     now = datetime.now(UTC)
 
@@ -71,6 +76,8 @@ def model_stats(rt: Runtime, *, model_name: str) -> dict[str, Any]:
         "generation": generation,
         "event_model": config.event_model,
         "classes": classes,
+        "min_learns": min_learns,
+        "warnings": list(warnings),
         "vocabulary": {"tokens": present, "effective": effective},
         "top_tokens": {
             label: [{"token": token, "weight": round(float(weight), 4)} for token, weight in ranked]
@@ -136,7 +143,8 @@ def _is_ham_spam(classes: tuple[str, ...]) -> bool:
 
 
 def _activity(events: dict[str, int], classes: tuple[str, ...]) -> dict[str, Any]:
-    verdict_labels = (*classes, "unsure") if _is_ham_spam(classes) else classes
+    # Any model answers "unsure" below its min_learns; a ham/spam model between its thresholds.
+    verdict_labels = classes if "unsure" in classes else (*classes, "unsure")
     summed: dict[str, Any] = {
         "trained": events.get("trained", 0),
         "forgotten": events.get("forgotten", 0),

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 
 from app.errors import InvalidMessage, MessageTooLarge
 from app.text import TokenizedMessage, TokenizerLimits, tokenize_raw, tokenize_text
 
 MAX_MESSAGE_ID_CHARS = 255
+_FIELD_NAME = re.compile(rb"[!-9;-~]+:")  # RFC 5322 field name: printable ASCII but ':'
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,9 @@ class PreparedMessage:
     message_key: str
     token_counts: dict[str, int]
     defects: tuple[str, ...]
+    # Plain `text` (an SMS, a chat line) trains with any token; raw mail needs the server's
+    # min_train_tokens. A model's own min_train_tokens overrides both.
+    from_text: bool = False
 
 
 def prepare(
@@ -60,13 +65,18 @@ def prepare(
         assert message.text is not None
         content = message.text.encode("utf-8", "surrogatepass")
         tokenized = tokenize_text(message.text, limits=limits)
-    message_id = message.message_id or f"sha256:{hashlib.sha256(content).hexdigest()}"
+    message_id = (
+        message.message_id
+        or (header_message_id(content) if message.raw is not None else None)
+        or f"sha256:{hashlib.sha256(content).hexdigest()}"
+    )
     check_message_id(message_id)
     return PreparedMessage(
         message_id=message_id,
         message_key=message_key(message_id, token_digest(tokenized.token_counts)),
         token_counts=tokenized.token_counts,
         defects=tokenized.defects,
+        from_text=message.raw is None,
     )
 
 
@@ -80,6 +90,38 @@ def _raw_bytes(raw: str) -> bytes:
         return raw.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:
         return raw.encode("utf-8", "surrogatepass")
+
+
+def header_message_id(raw: bytes) -> str | None:
+    """Return the Message-ID header's value (unfolded, trimmed) if it is a usable message_id.
+
+    The same rule in the API, the CLI and every hook: a message classified by a mail server
+    and reported later by its Message-ID is found under that id.
+    """
+    header: list[bytes] = []
+    current = b""
+    for line in raw.split(b"\n"):
+        if line.startswith(b"From ") and not header and not current:
+            continue  # an mbox envelope line
+        if line[:1] in (b" ", b"\t") and current:
+            current += line  # a continuation line belongs to the field before it
+            continue
+        if current:
+            header.append(current)
+        if not _FIELD_NAME.match(line):
+            current = b""
+            break  # the blank line (or the first line that is no header): the body starts
+        current = line
+    if current:
+        header.append(current)
+    for field in header:
+        name, _, value = field.partition(b":")
+        if name.strip().lower() == b"message-id":
+            text = " ".join(value.decode("utf-8", "replace").split())
+            if text and len(text) <= MAX_MESSAGE_ID_CHARS and text.isprintable():
+                return text
+            return None
+    return None
 
 
 def check_message_id(message_id: str) -> None:

@@ -45,6 +45,9 @@ class ModelConfig(BaseModel):
     # Fewest distinct tokens a message needs to be trained; None: SPAMSIFT_MIN_TRAIN_TOKENS.
     # Per model, because short texts (SMS: 43 % have fewer than 11) need a lower floor than mail.
     min_train_tokens: int | None = Field(default=None, ge=1, le=10_000)
+    # Fewest trained messages of each class before verdicts are trusted; below it every verdict
+    # is "unsure" with a warning. None: SPAMSIFT_MIN_LEARNS (200, as SpamAssassin and rspamd).
+    min_learns: int | None = Field(default=None, ge=0, le=1_000_000)
 
     @model_validator(mode="after")
     def _thresholds_in_order(self) -> Self:

@@ -512,7 +512,7 @@ def _require_tokens(
     rt: Runtime, live: LiveModel, message: PreparedMessage, where: str = ""
 ) -> None:
     """Refuse to train a message cut by the time budget or with fewer tokens than the model's
-    min_train_tokens (else the server's).
+    min_train_tokens (else the server's for raw mail, one for plain text).
 
     A batch is all-or-nothing: one refused item refuses the batch, and `where` names it.
     """
@@ -522,7 +522,9 @@ def _require_tokens(
             f"{rt.settings.train_time_budget_seconds:g} s; nothing was trained, retry later"
         )
     found = len(message.token_counts)
-    needed = live.config.min_train_tokens or rt.settings.min_train_tokens
+    needed = live.config.min_train_tokens or (
+        1 if message.from_text else rt.settings.min_train_tokens
+    )
     if found < needed:
         raise TooFewTokens(
             f"{where}the message has {found} distinct tokens; training needs at least {needed}"

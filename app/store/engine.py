@@ -15,8 +15,9 @@ else; a full disk (SQLITE_FULL, PostgreSQL 53100) becomes `StorageFull`.
 
 SQLite versions 3.7.0-3.51.2 (but for the 3.44.6 and 3.50.7 backports) carry the WAL-reset
 bug: two connections writing or checkpointing the same WAL file at the same moment can corrupt
-it. spamsift always runs SQLite in WAL with several connections (a pool per process, and any
-other process on the file), so such a library is named in a warning at start.
+it. Within one process spamsift's SQLite writers take turns (and only writers checkpoint), so
+the race needs several processes on the file: `spamsift serve --workers N` names such a
+library in one warning at start (app/serving.py).
 """
 
 from __future__ import annotations
@@ -68,7 +69,6 @@ class Database:
 
     def _create_engine(self) -> Engine:
         if self.is_sqlite:
-            warn_if_wal_reset_bug(sqlite3.sqlite_version)
             engine = create_engine(
                 self.url,
                 connect_args={"timeout": self.lock_timeout_seconds, "check_same_thread": False},
@@ -234,9 +234,9 @@ def warn_if_wal_reset_bug(version: str) -> bool:
         _warned_sqlite_versions.add(version)
         log.warning(
             "SQLite %s has the WAL-reset bug (3.7.0-3.51.2; fixed in 3.51.3, 3.50.7, 3.44.6): "
-            "in WAL mode with several writers (spamsift's connection pool, --workers, other "
-            "processes on the file) a rare race can corrupt the database. Use a Python built "
-            "with SQLite >= 3.51.3, or PostgreSQL for several processes.",
+            "with several processes writing one SQLite file (--workers, other servers) a rare "
+            "race can corrupt it. Run several processes on PostgreSQL, or serve this file "
+            "with --workers 1.",
             version,
         )
     return True

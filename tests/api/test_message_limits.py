@@ -287,12 +287,19 @@ def words(count: int, prefix: str) -> str:
     return " ".join(f"{prefix}{i}" for i in range(count))
 
 
+def body_only(text: str) -> str:
+    """A raw message of no header field: its tokens are the words of `text`."""
+    return "\n" + text
+
+
 @pytest.mark.parametrize("limit", [11, 3])
-def test_training_needs_min_train_tokens(settings: Settings, limit: int) -> None:
+def test_training_raw_mail_needs_min_train_tokens(settings: Settings, limit: int) -> None:
     with client_with(settings, min_train_tokens=limit) as client:
-        too_few = client.post(TRAIN, json={"label": "spam", "text": words(limit - 1, "f")})
+        too_few = client.post(
+            TRAIN, json={"label": "spam", "raw": body_only(words(limit - 1, "f"))}
+        )
         nothing_stored = stored_counts(client)
-        enough = client.post(TRAIN, json={"label": "spam", "text": words(limit, "e")})
+        enough = client.post(TRAIN, json={"label": "spam", "raw": body_only(words(limit, "e"))})
 
         assert too_few.status_code == 422
         assert error_code(too_few) == "too_few_tokens"
@@ -309,12 +316,12 @@ def test_a_batch_with_one_message_of_too_few_tokens_applies_nothing_and_names_it
     with client_with(settings) as client:
         items = [
             {"label": "spam", "text": spam_text(1)},
-            {"label": "ham", "text": words(11, "h")},
-            {"label": "ham", "text": words(10, "s")},
+            {"label": "ham", "raw": body_only(words(11, "h"))},
+            {"label": "ham", "raw": body_only(words(10, "s"))},
         ]
         refused = client.post(f"{TRAIN}/batch", json={"items": items})
         after_refusal = stored_counts(client)
-        items[2]["text"] = words(11, "s")
+        items[2]["raw"] = body_only(words(11, "s"))
         accepted = client.post(f"{TRAIN}/batch", json={"items": items})
 
         assert refused.status_code == 422
@@ -328,7 +335,7 @@ def test_a_batch_with_one_message_of_too_few_tokens_applies_nothing_and_names_it
 def test_feedback_with_a_message_of_too_few_tokens_is_422(settings: Settings) -> None:
     with client_with(settings) as client:
         response = client.post(
-            "/v1/models/default/feedback", json={"label": "spam", "text": words(10, "f")}
+            "/v1/models/default/feedback", json={"label": "spam", "raw": body_only(words(10, "f"))}
         )
         rfc822 = client.post(
             "/feedback?label=spam", content=b"Subject: hi\n\nshort", headers=RFC822
@@ -337,6 +344,26 @@ def test_feedback_with_a_message_of_too_few_tokens_is_422(settings: Settings) ->
 
     assert response.status_code == rfc822.status_code == 422
     assert error_code(response) == error_code(rfc822) == "too_few_tokens"
+
+
+def test_plain_text_trains_with_any_token_while_raw_mail_keeps_the_floor(
+    settings: Settings,
+) -> None:
+    with client_with(settings) as client:
+        short_text = client.post(TRAIN, json={"label": "spam", "text": "free prize now"})
+        short_mail = client.post(TRAIN, json={"label": "spam", "raw": body_only("free prize now")})
+        no_token = client.post(TRAIN, json={"label": "spam", "text": "!!! ..."})
+        feedback = client.post(
+            "/v1/models/default/feedback", json={"label": "ham", "text": "lunch at noon?"}
+        )
+
+    assert short_text.status_code == 200, short_text.text
+    assert short_text.json()["tokens"] == 3
+    assert feedback.status_code == 200, feedback.text
+    assert short_mail.status_code == 422
+    assert error_code(short_mail) == "too_few_tokens"
+    assert no_token.status_code == 422
+    assert error_code(no_token) in ("too_few_tokens", "invalid_message")
 
 
 # -- time budget ----------------------------------------------------------------------------

@@ -128,7 +128,8 @@ def test_patch_with_a_bad_value_is_422_and_keeps_the_old_config(client: TestClie
 def test_a_model_may_train_shorter_messages_than_the_server_default(
     client: TestClient,
 ) -> None:
-    sms = {"label": "spam", "text": "WIN cash now txt 8007"}  # 6 distinct tokens with digits:4
+    # Raw mail without headers: 6 distinct tokens with digits:4, under the server's floor of 11.
+    sms = {"label": "spam", "raw": "\nWIN cash now txt 8007"}
     created = client.post("/v1/models", json={"name": "sms", "min_train_tokens": 3})
     assert created.status_code == 201, created.text
     assert created.json()["config"]["min_train_tokens"] == 3
@@ -140,15 +141,20 @@ def test_a_model_may_train_shorter_messages_than_the_server_default(
     assert error_code(refused) == "too_few_tokens"
     assert "at least 11" in refused.json()["error"]["message"]
 
+    # The model's option overrides the plain-text rule (any token) as well as the mail floor.
     client.patch("/v1/models/sms", json={"min_train_tokens": 7})
-    raised = client.post("/v1/models/sms/train", json={**sms, "text": "free entry txt WIN 80082"})
-    assert raised.status_code == 422
+    raised = client.post("/v1/models/sms/train", json={**sms, "raw": "\nfree entry txt WIN 80082"})
+    raised_text = client.post(
+        "/v1/models/sms/train", json={"label": "spam", "text": "free entry txt WIN 80082"}
+    )
+    assert raised.status_code == raised_text.status_code == 422
     assert "at least 7" in raised.json()["error"]["message"]
+    assert "at least 7" in raised_text.json()["error"]["message"]
     client.patch("/v1/models/sms", json={"min_train_tokens": None})  # back to the server's 11
     assert (
         "at least 11"
         in client.post(
-            "/v1/models/sms/train", json={**sms, "text": "claim your free prize now"}
+            "/v1/models/sms/train", json={**sms, "raw": "\nclaim your free prize now"}
         ).json()["error"]["message"]
     )
     assert client.get("/v1/models/sms").json()["messages"] == {"ham": 0, "spam": 1}
@@ -158,11 +164,11 @@ def test_deleting_a_model_answers_204_then_404(client: TestClient) -> None:
     client.post("/v1/models", json={"name": "short-lived"})
     train_examples(client, 2, 2, model="short-lived")
 
-    assert client.delete("/v1/models/short-lived").status_code == 204
+    assert client.delete("/v1/models/short-lived?confirm=short-lived").status_code == 204
 
     for response in (
         client.get("/v1/models/short-lived"),
-        client.delete("/v1/models/short-lived"),
+        client.delete("/v1/models/short-lived?confirm=short-lived"),
         client.patch("/v1/models/short-lived", json={"alpha": 2}),
         client.post("/v1/models/short-lived/classify", json={"text": "hello"}),
         client.post("/v1/models/short-lived/train", json={"text": "hello", "label": "ham"}),
@@ -171,10 +177,24 @@ def test_deleting_a_model_answers_204_then_404(client: TestClient) -> None:
         assert error_code(response) == "model_not_found"
 
 
+def test_deleting_a_model_needs_its_name_confirmed(client: TestClient) -> None:
+    client.post("/v1/models", json={"name": "precious"})
+    train_examples(client, 2, 2, model="precious")
+
+    for query in ("", "?confirm=", "?confirm=default", "?confirm=PRECIOUS"):
+        refused = client.delete(f"/v1/models/precious{query}")
+        assert refused.status_code == 422, query
+        assert error_code(refused) == "confirmation_required"
+        assert "?confirm=precious" in refused.json()["error"]["message"]
+
+    assert client.get("/v1/models/precious").json()["messages"] == {"ham": 2, "spam": 2}
+    assert client.delete("/v1/models/precious?confirm=precious").status_code == 204
+
+
 def test_a_deleted_and_recreated_model_starts_empty(client: TestClient) -> None:
     client.post("/v1/models", json={"name": "again"})
     train_examples(client, 2, 2, model="again")
-    client.delete("/v1/models/again")
+    client.delete("/v1/models/again?confirm=again")
 
     client.post("/v1/models", json={"name": "again"})
 
@@ -201,7 +221,7 @@ def test_training_in_one_model_never_changes_another(client: TestClient) -> None
     # The same message trained in b is untouched by forgetting it in a.
     response = client.delete(f"/v1/models/b.example/messages/{trained[1].message_id}")
     assert response.status_code == 200
-    assert client.delete("/v1/models/a.example").status_code == 204
+    assert client.delete("/v1/models/a.example?confirm=a.example").status_code == 204
     assert stored_counts(client, "default") == default_before
 
 

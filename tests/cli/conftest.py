@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import TEST_ENVIRONMENT
 from tests.servers import free_port, wait_until_ready
 
 # The console script installed beside this interpreter, as an operator runs it.
@@ -24,6 +25,7 @@ BIN = str(Path(sys.executable).parent)
 def clean_environment(database_url: str) -> dict[str, str]:
     """This process's environment without SPAMSIFT_* but the database, and the venv on PATH."""
     env = {name: value for name, value in os.environ.items() if not name.startswith("SPAMSIFT_")}
+    env.update(TEST_ENVIRONMENT)  # no min_learns floor: see tests/conftest.py
     env["SPAMSIFT_DATABASE_URL"] = database_url
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     return env

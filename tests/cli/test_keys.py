@@ -13,6 +13,9 @@ from fastapi.testclient import TestClient
 from app.config import Settings
 from app.main import create_app
 from app.service.keys import KEY_PATTERN
+from app.store.engine import Database
+from app.store.migrate import upgrade_schema
+from tests.conftest import TEST_ENVIRONMENT
 
 # The console script installed beside this interpreter, as an operator runs it.
 SPAMSIFT = str(Path(sys.executable).with_name("spamsift"))
@@ -21,11 +24,16 @@ MESSAGE = {"text": "cheap watches and a casino prize for the winner"}
 
 @pytest.fixture
 def database_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path}/keys.db"
+    url = f"sqlite:///{tmp_path}/keys.db"
+    db = Database(url)  # made as `spamsift db upgrade` makes it: keys never create a database
+    upgrade_schema(db)
+    db.dispose()
+    return url
 
 
 def spamsift(database_url: str, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {name: value for name, value in os.environ.items() if not name.startswith("SPAMSIFT_")}
+    env.update(TEST_ENVIRONMENT)  # no min_learns floor: see tests/conftest.py
     env["SPAMSIFT_DATABASE_URL"] = database_url
     return subprocess.run(
         [SPAMSIFT, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120

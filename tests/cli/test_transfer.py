@@ -142,6 +142,7 @@ def test_export_to_stdout_and_import_from_stdin_and_one_model(cli: Cli, tmp_path
     fill(cli, tmp_path)
     exported = cli("export", "--model", "second")
     target = Cli(f"sqlite:///{tmp_path}/one.db", cli.cwd)
+    _migrate(target.database_url)  # only serve and db upgrade create a database
 
     imported = target("import", "-", input=exported.stdout)
 
@@ -299,6 +300,7 @@ def test_exports_taken_while_training_goes_on_are_consistent_snapshots(
     assert mid_training(sizes), f"training was not going on: {sizes}"
 
     target = Cli(f"sqlite:///{tmp_path}/restored.db", cli.cwd)
+    _migrate(target.database_url)  # only serve and db upgrade create a database
     imported = target("import", str(tmp_path / "during-0.jsonl.gz"))
     assert imported.returncode == 0, imported.stderr.decode()
     db = Database(target.database_url)

@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from tests.conftest import TEST_ENVIRONMENT
 from tests.servers import free_port, wait_until_ready
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,6 +27,7 @@ PG_BIN_DIRS = ("/usr/local/bin", "/usr/lib/postgresql/15/bin")
 def server_env(database_url: str, **settings: str) -> dict[str, str]:
     """The environment of a server process: the test's own database and SPAMSIFT_* settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPAMSIFT_")}
+    env.update(TEST_ENVIRONMENT)  # no min_learns floor: see tests/conftest.py
     env.update({"SPAMSIFT_DATABASE_URL": database_url, "PYTHONPATH": str(REPO)})
     env.update({f"SPAMSIFT_{key.upper()}": value for key, value in settings.items()})
     return env

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests import servers
+from tests.conftest import TEST_ENVIRONMENT
 from tests.servers import free_port
 
 SPAMSIFT = Path(sys.executable).with_name("spamsift")
@@ -41,6 +42,7 @@ class Server:
 def serve_env(tmp_path: Path, **settings: str) -> dict[str, str]:
     """The environment of a server on its own SQLite file, without inherited SPAMSIFT_*."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPAMSIFT_")}
+    env.update(TEST_ENVIRONMENT)  # no min_learns floor: see tests/conftest.py
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     env["SPAMSIFT_DATABASE_URL"] = f"sqlite:///{tmp_path / 'spamsift.db'}"
     env.update(settings)

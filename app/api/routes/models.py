@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from app.api.auth import AUTH_ERRORS, requires
 from app.api.deps import (
@@ -16,6 +16,7 @@ from app.api.deps import (
 )
 from app.api.error_responses import error_responses
 from app.api.schemas import ModelList, ModelResponse
+from app.errors import NotConfirmed
 from app.service.dashboard import model_stats
 from app.service.keys import ApiKey
 from app.service.models import create_model, delete_model, get_model, list_models, update_model
@@ -80,10 +81,24 @@ ENDED_KEYS_HEADER = "Spamsift-Ended-Keys"
         **error_responses(404, 422, 503),
     },
 )
-def remove(name: ModelName, rt: RuntimeDep, request: Request) -> Response:
-    """Delete a model and everything learned in it. API keys limited to it alone are revoked
-    (a key limited to several models loses this one); a model made later under the same name
-    is another model, which no old key may use."""
+def remove(
+    name: ModelName,
+    rt: RuntimeDep,
+    request: Request,
+    confirm: Annotated[
+        str | None,
+        Query(description="the model's name again: deleting cannot be undone"),
+    ] = None,
+) -> Response:
+    """Delete a model and everything learned in it. Needs `?confirm=<name>`, since it cannot
+    be undone (take a `spamsift backup` or `spamsift export` first). API keys limited to it
+    alone are revoked (a key limited to several models loses this one); a model made later
+    under the same name is another model, which no old key may use."""
+    if confirm != name:
+        raise NotConfirmed(
+            f"deleting model {name!r} drops everything it learned; "
+            f"repeat its name as ?confirm={name} to delete it"
+        )
     ended = delete_model(rt, name=name)
     request.app.state.key_guard.invalidate()
     headers = {ENDED_KEYS_HEADER: ",".join(ended)} if ended else None
