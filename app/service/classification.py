@@ -17,7 +17,7 @@ import numpy as np
 
 from app.bayes.naive_bayes import EventModel, verdict
 from app.errors import InvalidConfig, NotTrained
-from app.service.live import LiveModel
+from app.live.models import LiveModel
 from app.service.messages import Message, PreparedMessage, prepare
 from app.service.runtime import Runtime, with_time_budget
 from app.store.ledger import ClassificationRecord
