@@ -25,7 +25,12 @@ from app.bayes.counts import IntArray
 from app.live.models import LiveModel, LiveModels
 from app.store.counts import CountDelta, add_class_totals, add_token_counts, insert_tokens
 from app.store.engine import Database
-from app.store.models import ModelRow, allocate_token_ids, lock_and_bump_generation
+from app.store.models import (
+    ModelRow,
+    add_vocabulary,
+    allocate_token_ids,
+    lock_and_bump_generation,
+)
 
 T = TypeVar("T")
 
@@ -112,6 +117,7 @@ class ModelWrite:
         if self._stored is None:
             delta = self._changes.delta()
             add_token_counts(self.conn, self.live.id, delta, generation=self.generation)
+            add_vocabulary(self.conn, self.live.id, self._vocabulary_change(delta))
             add_class_totals(
                 self.conn,
                 self.live.id,
@@ -120,6 +126,25 @@ class ModelWrite:
             )
             self._stored = delta
         return self._stored
+
+    def _vocabulary_change(self, delta: CountDelta) -> int:
+        """Tokens this delta brings into (+) or drops out of (-) the trained vocabulary.
+
+        Exact: the live copy was caught up to the previous generation under the model's lock.
+        """
+        if not delta.token_ids.size:
+            return 0
+        token_ids, position = np.unique(delta.token_ids, return_inverse=True)
+        added = np.zeros(token_ids.size, dtype=np.int64)
+        np.add.at(added, position, delta.docs)
+        before = np.zeros(token_ids.size, dtype=np.int64)
+        with self.live.lock:
+            held = token_ids < self.live.table.n_tokens
+            before[held] = self.live.table.token_docs[:, token_ids[held]].sum(axis=0)
+        after = before + added
+        return int(np.count_nonzero((before == 0) & (after > 0))) - int(
+            np.count_nonzero((before > 0) & (after == 0))
+        )
 
     def apply(self, models: LiveModels) -> None:
         """After the commit: update the live copy in place, or read the feed if behind."""

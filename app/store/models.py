@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.errors import ModelExists, ModelNotFound
@@ -30,6 +30,7 @@ class ModelRow:
     generation: int
     n_tokens: int
     created_at: datetime
+    vocabulary: int = 0
 
 
 def _row(row: Any) -> ModelRow:
@@ -41,6 +42,7 @@ def _row(row: Any) -> ModelRow:
         generation=row.generation,
         n_tokens=row.n_tokens,
         created_at=as_utc(row.created_at),
+        vocabulary=row.vocabulary,
     )
 
 
@@ -92,6 +94,79 @@ def list_models(conn: Connection) -> list[ModelRow]:
     return [_row(row) for row in conn.execute(select(models).order_by(models.c.name))]
 
 
+@dataclass(frozen=True)
+class ModelTotals:
+    """A model's running totals, as /metrics and the model list show them."""
+
+    row: ModelRow
+    class_docs: list[int]  # trained messages by class index
+    trained_messages: int  # messages in the ledger
+    events: dict[str, int]  # all-time activity counters (empty unless asked for)
+
+    @property
+    def name(self) -> str:
+        return self.row.name
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        return self.row.classes
+
+    @property
+    def generation(self) -> int:
+        return self.row.generation
+
+    @property
+    def vocabulary(self) -> int:
+        return self.row.vocabulary
+
+
+def page_models(
+    conn: Connection, *, after: str | None, limit: int, trained: bool = True
+) -> list[ModelTotals]:
+    """Up to `limit` models whose names sort after `after`, with their class totals and
+    (when `trained`) ledger sizes: one statement, whatever the number of models."""
+    page = select(models).order_by(models.c.name).limit(limit)
+    if after is not None:
+        page = page.where(models.c.name > after)
+    chosen = page.subquery("chosen")
+    columns = [*chosen.c, class_totals.c.class_index, class_totals.c.docs]
+    if trained:
+        columns.append(
+            select(func.count())
+            .where(trained_messages.c.model_id == chosen.c.id)
+            .scalar_subquery()
+            .label("trained_messages")
+        )
+    rows = conn.execute(
+        select(*columns)
+        .join_from(chosen, class_totals, class_totals.c.model_id == chosen.c.id)
+        .order_by(chosen.c.name, class_totals.c.class_index)
+    )
+    found: dict[int, ModelTotals] = {}
+    for row in rows:
+        totals = found.get(row.id)
+        if totals is None:
+            totals = ModelTotals(_row(row), [], int(row.trained_messages) if trained else 0, {})
+            found[row.id] = totals
+        totals.class_docs.append(int(row.docs))
+    return list(found.values())
+
+
+def read_model_totals(conn: Connection) -> list[ModelTotals]:
+    """Every model's running totals and all-time activity, in name order, in two queries."""
+    totals = page_models(conn, after=None, limit=2**31 - 1, trained=False)
+    by_id = {model.row.id: model for model in totals}
+    rows = conn.execute(
+        select(activity.c.model_id, activity.c.event, func.sum(activity.c.count)).group_by(
+            activity.c.model_id, activity.c.event
+        )
+    )
+    for model_id, event, count in rows:
+        if model_id in by_id:
+            by_id[model_id].events[event] = int(count)
+    return totals
+
+
 def update_model_config(conn: Connection, model_id: int, config: dict[str, Any]) -> None:
     conn.execute(
         update(models)
@@ -135,6 +210,26 @@ def allocate_token_ids(conn: Connection, model_id: int, count: int) -> int:
         .returning(models.c.n_tokens)
     ).scalar_one()
     return int(end) - count
+
+
+def add_vocabulary(conn: Connection, model_id: int, change: int) -> None:
+    """Move the model's vocabulary size by `change` (under the model's lock)."""
+    if change:
+        conn.execute(
+            update(models)
+            .where(models.c.id == model_id)
+            .values(vocabulary=models.c.vocabulary + change)
+        )
+
+
+def recount_vocabulary(conn: Connection, model_id: int) -> None:
+    """Set the model's vocabulary size from its count rows (after an import)."""
+    counted = (
+        select(func.count(func.distinct(token_counts.c.token_id)))
+        .where(token_counts.c.model_id == model_id, token_counts.c.docs > 0)
+        .scalar_subquery()
+    )
+    conn.execute(update(models).where(models.c.id == model_id).values(vocabulary=counted))
 
 
 def read_generation(conn: Connection, model_id: int, *, created_at: datetime) -> int | None:
