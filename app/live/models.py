@@ -21,17 +21,18 @@ import ctypes
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
+import numpy as np
 from sqlalchemy import Connection
 
 from app.bayes.counts import CountTable, IntArray
 from app.bayes.naive_bayes import Classifier, NaiveBayesConfig
 from app.errors import ModelNotFound
-from app.store.counts import CountChanges, CountDelta, read_changes
+from app.store.counts import CountChanges, CountDelta, read_changes, read_message_counts
 from app.store.engine import Database
 from app.store.models import ModelRow, find_model, read_generation
 
@@ -183,6 +184,25 @@ class LiveModel:
 
 
 @dataclass(frozen=True)
+class PartialModel:
+    """A model as far as some messages need it: their tokens' rows and the class totals.
+
+    Its table numbers the tokens 0..k-1; `token_ids` gives each one's id in the model.
+    """
+
+    live: LiveModel
+    token_ids: IntArray
+
+
+# Scorers that need nothing but each message's own token rows and the class totals: a token's
+# Robinson-Fisher probability is its own counts against the class message counts. The
+# multinomial denominator needs the vocabulary's size and terms, Bernoulli the sum over every
+# absent token, and a max_vocab cut ranks all tokens: those load the model.
+def scores_from_message_rows(config: NaiveBayesConfig, event_model: str | None) -> bool:
+    return (event_model or config.event_model) == "robinson-fisher" and config.max_vocab is None
+
+
+@dataclass(frozen=True)
 class HeldFigures:
     """What a process holds now, for /metrics."""
 
@@ -191,6 +211,7 @@ class HeldFigures:
     max_bytes: int
     evictions: int
     loads: int
+    partial_reads: int  # classifications of models not held, from their message's rows only
 
 
 class LiveModels:
@@ -213,6 +234,7 @@ class LiveModels:
         self._held_bytes = 0
         self._evictions = 0
         self._loads = 0
+        self._partial_reads = 0
         self._lock = threading.Lock()  # guards the dicts above for microseconds, never a load
         self._loading: dict[str, threading.Lock] = {}
 
@@ -242,6 +264,33 @@ class LiveModels:
         except ModelNotFound:
             self.forget(name)
             return work(self.get(name))
+
+    def read_partial(
+        self, name: str, texts: Sequence[str], *, event_model: str | None = None
+    ) -> PartialModel | None:
+        """Read only what scoring `texts` needs of a model this process does not hold; None
+        when its scorer needs the whole model (see `scores_from_message_rows`)."""
+        with self.db.transaction(write=False) as conn:
+            row = find_model(conn, name)
+            config = self.engine_config(row.config, row.classes)
+            if not scores_from_message_rows(config, event_model):
+                return None
+            counts = read_message_counts(conn, row.id, texts, n_classes=len(row.classes))
+        live = LiveModel.empty(row, self.engine_config)
+        dense = np.arange(counts.token_ids.size, dtype=np.int64)
+        live.table.place(dense, counts.token_texts)
+        if counts.count_token_ids.size:
+            live.table.set_counts(
+                np.searchsorted(counts.token_ids, counts.count_token_ids),
+                counts.count_class_indices,
+                counts.count_docs,
+                counts.count_terms,
+            )
+        live.table.set_class_totals(counts.class_docs, counts.class_terms)
+        live.synced_generation = row.generation
+        with self._lock:
+            self._partial_reads += 1
+        return PartialModel(live=live, token_ids=counts.token_ids)
 
     def held(self, name: str) -> LiveModel | None:
         """The model if this process holds it, without loading or syncing it."""
@@ -290,6 +339,7 @@ class LiveModels:
                 max_bytes=self.max_bytes,
                 evictions=self._evictions,
                 loads=self._loads,
+                partial_reads=self._partial_reads,
             )
 
     def _load(self, name: str) -> LiveModel:

@@ -259,6 +259,56 @@ def _fetch_chunks(
         cursor.close()
 
 
+@dataclass(frozen=True)
+class MessageCounts:
+    """A model's rows for some token texts only: what scoring one message needs."""
+
+    token_ids: IntArray  # ascending
+    token_texts: list[str]  # in the order of token_ids
+    count_token_ids: IntArray
+    count_class_indices: IntArray
+    count_docs: IntArray
+    count_terms: IntArray
+    class_docs: IntArray
+    class_terms: IntArray
+
+
+def read_message_counts(
+    conn: Connection, model_id: int, texts: Sequence[str], *, n_classes: int
+) -> MessageCounts:
+    """Read the token ids, count rows and class totals a message's `texts` need, in the
+    caller's snapshot: a few indexed lookups, never the whole model."""
+    found = find_token_ids(conn, model_id, list(dict.fromkeys(texts)))
+    ordered = sorted(found.items(), key=lambda item: item[1])
+    token_ids = np.array([token_id for _, token_id in ordered], dtype=np.int64)
+    rows: list[tuple[int, int, int, int]] = []
+    for start in range(0, token_ids.size, LOOKUP_CHUNK):
+        chunk = token_ids[start : start + LOOKUP_CHUNK].tolist()
+        rows.extend(
+            tuple(row)
+            for row in conn.execute(
+                select(
+                    token_counts.c.token_id,
+                    token_counts.c.class_index,
+                    token_counts.c.docs,
+                    token_counts.c.terms,
+                ).where(token_counts.c.model_id == model_id, token_counts.c.token_id.in_(chunk))
+            )
+        )
+    counts = np.array(rows, dtype=np.int64).reshape(-1, 4)
+    class_docs, class_terms = read_class_totals(conn, model_id, n_classes)
+    return MessageCounts(
+        token_ids=token_ids,
+        token_texts=[text for text, _ in ordered],
+        count_token_ids=counts[:, 0].copy(),
+        count_class_indices=counts[:, 1].copy(),
+        count_docs=counts[:, 2].copy(),
+        count_terms=counts[:, 3].copy(),
+        class_docs=class_docs,
+        class_terms=class_terms,
+    )
+
+
 def read_token_counts(
     conn: Connection, model_id: int, token_ids: Sequence[int]
 ) -> dict[tuple[int, int], tuple[int, int]]:

@@ -112,8 +112,8 @@ def test_models_beyond_the_memory_budget_are_evicted_and_still_classify(
 ) -> None:
     writer = Runtime(settings)
     names = [f"user{i}.example" for i in range(4)]
-    for name in names:
-        create_model(writer, name=name, classes=None, config={})
+    for name in names:  # multinomial: scoring needs the whole model, so it is loaded
+        create_model(writer, name=name, classes=None, config={"event_model": "multinomial"})
         train_examples(writer, 4, 4, model=name)
     expected = {
         name: classify(writer, model_name=name, message=Message(text=spam_text(50))).probabilities
@@ -137,6 +137,33 @@ def test_models_beyond_the_memory_budget_are_evicted_and_still_classify(
         assert rt.models.held(names[0]) is None
     finally:
         rt.close()
+
+
+@pytest.mark.parametrize("explain", [False, True])
+def test_a_model_not_held_scores_robinson_fisher_from_the_messages_rows_alone(
+    runtime: Runtime, second_runtime: Runtime, explain: bool
+) -> None:
+    train_examples(second_runtime, 8, 8)
+    messages = [Message(text=spam_text(70)), Message(text=ham_text(71), message_id="<h>")]
+    held = [classify(second_runtime, model_name="default", message=m, explain=explain)
+            for m in messages]  # fmt: skip
+
+    cold = [classify(runtime, model_name="default", message=m, explain=explain) for m in messages]
+
+    assert runtime.models.figures().models == 0
+    assert runtime.models.figures().partial_reads == 2
+    for warm, partial in zip(held, cold, strict=True):
+        assert partial.probabilities == pytest.approx(warm.probabilities)
+        assert partial.verdict == warm.verdict
+        assert partial.tokens == warm.tokens
+        assert partial.clues == warm.clues
+    # The record kept for feedback by message_id holds the model's token ids: feedback on it
+    # trains exactly what feedback on the held model's record would.
+    runtime.flush_classifications()
+    second_runtime.flush_classifications()
+    result = apply_feedback(runtime, model_name="default", label="ham", message_id="<h>",
+                            message=None)  # fmt: skip
+    assert result.tokens == held[1].tokens
 
 
 def test_loading_a_model_does_not_stall_other_models(
