@@ -18,11 +18,12 @@ branch_labels = None
 depends_on = None
 
 
+# Plain ALTER TABLE, not a batch: on SQLite a batch copies and drops `models`, and dropping
+# it cascades (foreign keys are on) to every row of every model.
 def upgrade() -> None:
-    with op.batch_alter_table('models') as batch:
-        batch.add_column(
-            sa.Column('vocabulary', sa.BigInteger(), server_default='0', nullable=False)
-        )
+    op.add_column(
+        'models', sa.Column('vocabulary', sa.BigInteger(), server_default='0', nullable=False)
+    )
     op.execute(
         "UPDATE models SET vocabulary = (SELECT count(DISTINCT token_id) FROM token_counts "
         "WHERE token_counts.model_id = models.id AND token_counts.docs > 0)"
@@ -30,5 +31,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('models') as batch:
-        batch.drop_column('vocabulary')
+    op.drop_column('models', 'vocabulary')  # SQLite >= 3.35 drops a column in place
