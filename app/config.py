@@ -90,6 +90,13 @@ class Settings(BaseSettings):
         ge=0,
         description="memory budget of the models one process holds, in MB (0: no limit)",
     )
+    # Token expiry: a model keeps at most this many tokens (least recently seen and least
+    # informative deleted first, every 5 minutes by the server and by `spamsift expire`).
+    max_tokens_per_model: int = Field(
+        default=0,
+        ge=0,
+        description="tokens a model keeps at most; 0: no maximum (dead tokens still go)",
+    )
     # Classification records kept in memory while the database cannot take them, per process
     # (about 3.1 KB each); past it the oldest are dropped, and feedback by their message_id
     # then needs the message itself.

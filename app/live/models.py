@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import numpy as np
+from numpy.typing import NDArray
 from sqlalchemy import Connection
 
 from app.bayes.counts import CountTable, IntArray
@@ -62,6 +63,7 @@ class LiveModel:
     classifier: Classifier
     created_at: datetime  # with `id`, tells this model from a re-created one of the same id
     engine_config: EngineConfig
+    epoch: int = 0  # the model's epoch when read: tokens expired since make it stale
     synced_generation: int = -1
     last_check: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -101,7 +103,16 @@ class LiveModel:
             classifier=Classifier(table, engine_config(row.config, row.classes)),
             created_at=row.created_at,
             engine_config=engine_config,
+            epoch=row.epoch,
         )
+
+    def present(self, token_ids: IntArray) -> NDArray[np.bool_]:
+        """Which of `token_ids` this copy knows (expired ones have no text)."""
+        with self.lock:
+            tokens = self.table.tokens
+            size = len(tokens)
+            known = [i < size and tokens[i] != "" for i in token_ids.tolist()]
+        return np.array(known, dtype=np.bool_)
 
     def size_bytes(self) -> int:
         """Estimate the memory this model holds (see BYTES_PER_TOKEN)."""
@@ -319,8 +330,10 @@ class LiveModels:
         """Read what other processes committed since this one last looked."""
         live.last_check = time.monotonic()
         with self.db.transaction(write=False) as conn:
-            generation = read_generation(conn, live.id, created_at=live.created_at)
-            if generation is None:  # deleted (and maybe re-created) by another process
+            generation = read_generation(
+                conn, live.id, created_at=live.created_at, epoch=live.epoch
+            )
+            if generation is None:  # deleted (maybe re-created), or tokens expired: read again
                 self.forget(live.name)
                 return
             if generation > live.synced_generation:

@@ -23,12 +23,19 @@ from sqlalchemy import Connection
 
 from app.bayes.counts import IntArray
 from app.live.models import LiveModel, LiveModels
-from app.store.counts import CountDelta, add_class_totals, add_token_counts, insert_tokens
+from app.store.counts import (
+    CountDelta,
+    add_class_totals,
+    add_token_counts,
+    delete_tokens,
+    insert_tokens,
+)
 from app.store.engine import Database
 from app.store.models import (
     ModelRow,
     add_vocabulary,
     allocate_token_ids,
+    bump_epoch,
     lock_and_bump_generation,
 )
 
@@ -41,12 +48,15 @@ class ModelWrite:
     def __init__(self, conn: Connection, live: LiveModel) -> None:
         self.conn = conn
         self.live = live
-        self.generation = lock_and_bump_generation(conn, live.id, created_at=live.created_at)
+        self.generation = lock_and_bump_generation(
+            conn, live.id, created_at=live.created_at, epoch=live.epoch
+        )
         live.catch_up(conn, self.generation - 1)  # now the in-memory token ids are exact
         self._changes = _CountChanges(len(live.classes))
         self._new_ids: list[IntArray] = []
         self._new_texts: list[str] = []
         self._stored: CountDelta | None = None
+        self._removed = False
 
     @property
     def model_id(self) -> int:
@@ -96,8 +106,38 @@ class ModelWrite:
     def add(
         self, token_ids: IntArray, token_terms: IntArray, class_index: int, *, sign: int
     ) -> None:
-        """Add (sign=+1) or remove (-1) one message of class `class_index`."""
+        """Add (sign=+1) or remove (-1) one message of class `class_index`.
+
+        A message from a ledger may name tokens that expired since it was trained: only the
+        tokens that remain are counted (their counts still hold this message's share, since
+        expiry deletes whole tokens), so forget and relabel stay exact and never negative.
+        """
+        if self.live.epoch:  # some tokens expired once: keep those known or made just now
+            keep = self.live.present(token_ids)
+            if self._new_ids and not keep.all():
+                keep |= np.isin(token_ids, np.concatenate(self._new_ids))
+            if not keep.all():
+                token_ids, token_terms = token_ids[keep], token_terms[keep]
         self._changes.add(token_ids, token_terms, class_index, sign=sign)
+
+    def remove_tokens(self, token_ids: IntArray) -> int:
+        """Delete tokens and their counts (expiry); return how many were trained tokens.
+
+        Their terms leave the class term totals; the class message counts stay. Every process
+        holding the model reads it again (the epoch moves).
+        """
+        if not token_ids.size:
+            return 0
+        with self.live.lock:
+            docs = self.live.table.token_docs[:, token_ids]
+            terms = self.live.table.token_terms[:, token_ids]
+        self._changes.class_terms -= terms.sum(axis=1)
+        delete_tokens(self.conn, self.live.id, sorted(token_ids.tolist()))
+        trained = int(np.count_nonzero(docs.sum(axis=0)))
+        add_vocabulary(self.conn, self.live.id, -trained)
+        bump_epoch(self.conn, self.live.id)
+        self._removed = True
+        return trained
 
     def add_counts(
         self,
@@ -149,6 +189,9 @@ class ModelWrite:
     def apply(self, models: LiveModels) -> None:
         """After the commit: update the live copy in place, or read the feed if behind."""
         assert self._stored is not None
+        if self._removed:  # deletions are not in any feed: read the model again when used
+            models.forget(self.live.name)
+            return
         new_ids = np.concatenate(self._new_ids) if self._new_ids else np.zeros(0, np.int64)
         applied = self.live.apply_own_write(
             self.generation,

@@ -106,7 +106,13 @@ class Runtime:
         return self.log.prune()
 
     def start(self) -> None:
-        """Start the background flusher (the server does; short-lived CLI commands need not)."""
+        """Start the background flusher (the server does; short-lived CLI commands need not),
+        which also prunes old records and, with a maximum set, expires tokens."""
+        if self.settings.max_tokens_per_model > 0 and not self.log.periodic:
+            from app.service.expiry import expire_all  # expiry is a use case on a Runtime
+
+            limit = self.settings.max_tokens_per_model
+            self.log.periodic.append(lambda: expire_all(self, max_tokens=limit))
         self.log.start()
 
     def close(self) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy import Connection, bindparam, delete, select, update
 
 from app.store.tables import class_totals, token_counts, tokens
 
@@ -307,6 +307,43 @@ def read_message_counts(
         class_docs=class_docs,
         class_terms=class_terms,
     )
+
+
+@dataclass(frozen=True)
+class TokenAges:
+    """Every count row of a model with the generation that last changed it."""
+
+    token_ids: IntArray
+    class_indices: IntArray
+    docs: IntArray
+    terms: IntArray
+    generations: IntArray
+
+
+_READ_AGES = (
+    f"SELECT token_id, class_index, docs, terms, generation FROM {token_counts.name} "
+    "WHERE model_id = ? AND generation > ?"
+)
+
+
+def read_token_ages(conn: Connection, model_id: int) -> TokenAges:
+    """Read every count row of the model, with its last-changed generation (for expiry)."""
+    parts = [
+        np.fromiter(chain.from_iterable(part), np.int64, 5 * len(part)).reshape(-1, 5)
+        for part in _fetch_chunks(conn, _READ_AGES, (model_id, -1))
+    ]
+    rows = np.concatenate(parts) if parts else np.zeros((0, 5), dtype=np.int64)
+    return TokenAges(*(rows[:, column].copy() for column in range(5)))
+
+
+def delete_tokens(conn: Connection, model_id: int, token_ids: Sequence[int]) -> None:
+    """Delete tokens and their count rows; their ids are never given out again."""
+    for start in range(0, len(token_ids), LOOKUP_CHUNK):
+        chunk = list(token_ids[start : start + LOOKUP_CHUNK])
+        for table in (token_counts, tokens):
+            conn.execute(
+                delete(table).where(table.c.model_id == model_id, table.c.token_id.in_(chunk))
+            )
 
 
 def read_token_counts(

@@ -31,6 +31,7 @@ class ModelRow:
     n_tokens: int
     created_at: datetime
     vocabulary: int = 0
+    epoch: int = 0
 
 
 def _row(row: Any) -> ModelRow:
@@ -43,6 +44,7 @@ def _row(row: Any) -> ModelRow:
         n_tokens=row.n_tokens,
         created_at=as_utc(row.created_at),
         vocabulary=row.vocabulary,
+        epoch=row.epoch,
     )
 
 
@@ -182,17 +184,24 @@ def delete_model(conn: Connection, model_id: int) -> None:
     conn.execute(delete(models).where(models.c.id == model_id))
 
 
-def lock_and_bump_generation(conn: Connection, model_id: int, *, created_at: datetime) -> int:
+def lock_and_bump_generation(
+    conn: Connection, model_id: int, *, created_at: datetime, epoch: int | None = None
+) -> int:
     """Start a write on the model: take its row lock and return the new generation.
 
     Writers of one model queue here (PostgreSQL row lock; SQLite's database lock is already
     held), so generations commit in order and a change feed read by generation misses nothing.
     `created_at` tells the model apart from a later one that got the same id (SQLite reuses
     the highest id after a delete): ModelNotFound unless the row is the model the caller holds.
+    With `epoch`, also ModelNotFound when tokens expired since the caller read the model (its
+    copy must be read again).
     """
+    matching = [models.c.id == model_id, models.c.created_at == created_at]
+    if epoch is not None:
+        matching.append(models.c.epoch == epoch)
     generation = conn.execute(
         update(models)
-        .where(models.c.id == model_id, models.c.created_at == created_at)
+        .where(*matching)
         .values(generation=models.c.generation + 1)
         .returning(models.c.generation)
     ).scalar_one_or_none()
@@ -232,11 +241,18 @@ def recount_vocabulary(conn: Connection, model_id: int) -> None:
     conn.execute(update(models).where(models.c.id == model_id).values(vocabulary=counted))
 
 
-def read_generation(conn: Connection, model_id: int, *, created_at: datetime) -> int | None:
-    """Return the model's generation; None if it was deleted (or its id is now another's)."""
-    value = conn.execute(
-        select(models.c.generation).where(
-            models.c.id == model_id, models.c.created_at == created_at
-        )
-    ).scalar()
+def bump_epoch(conn: Connection, model_id: int) -> None:
+    """Tell every process holding the model to read it again (tokens were deleted)."""
+    conn.execute(update(models).where(models.c.id == model_id).values(epoch=models.c.epoch + 1))
+
+
+def read_generation(
+    conn: Connection, model_id: int, *, created_at: datetime, epoch: int | None = None
+) -> int | None:
+    """Return the model's generation; None if it was deleted (or its id is now another's), or
+    if its epoch is not `epoch` (tokens expired: the copy must be read again)."""
+    matching = [models.c.id == model_id, models.c.created_at == created_at]
+    if epoch is not None:
+        matching.append(models.c.epoch == epoch)
+    value = conn.execute(select(models.c.generation).where(*matching)).scalar()
     return None if value is None else int(value)

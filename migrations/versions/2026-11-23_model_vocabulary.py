@@ -1,6 +1,8 @@
-"""Models keep their vocabulary size (tokens counted in at least one trained message).
+"""Models keep their vocabulary size, and an epoch bumped when tokens expire.
 
-/metrics and the model list read it instead of loading every model into memory.
+/metrics and the model list read the vocabulary size instead of loading every model into
+memory; a process holding a model reloads it when its epoch moved (expired tokens are
+deleted, which a change feed by generation cannot show).
 
 Revision ID: 0003_i12
 Revises: 0002
@@ -24,6 +26,9 @@ def upgrade() -> None:
     op.add_column(
         'models', sa.Column('vocabulary', sa.BigInteger(), server_default='0', nullable=False)
     )
+    op.add_column(
+        'models', sa.Column('epoch', sa.BigInteger(), server_default='0', nullable=False)
+    )
     op.execute(
         "UPDATE models SET vocabulary = (SELECT count(DISTINCT token_id) FROM token_counts "
         "WHERE token_counts.model_id = models.id AND token_counts.docs > 0)"
@@ -31,4 +36,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.drop_column('models', 'vocabulary')  # SQLite >= 3.35 drops a column in place
+    op.drop_column('models', 'epoch')  # SQLite >= 3.35 drops a column in place
+    op.drop_column('models', 'vocabulary')
