@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import threading
 import time
 from collections import OrderedDict
@@ -246,6 +247,7 @@ class LiveModels:
         self._evictions = 0
         self._loads = 0
         self._partial_reads = 0
+        self._configs: dict[tuple[str, tuple[str, ...]], NaiveBayesConfig] = {}
         self._lock = threading.Lock()  # guards the dicts above for microseconds, never a load
         self._loading: dict[str, threading.Lock] = {}
 
@@ -277,31 +279,52 @@ class LiveModels:
             return work(self.get(name))
 
     def read_partial(
-        self, name: str, texts: Sequence[str], *, event_model: str | None = None
+        self, row: ModelRow, texts: Sequence[str], *, event_model: str | None = None
     ) -> PartialModel | None:
-        """Read only what scoring `texts` needs of a model this process does not hold; None
-        when its scorer needs the whole model (see `scores_from_message_rows`)."""
+        """Read only what scoring `texts` needs of model `row` (one this process does not
+        hold); None when its scorer needs the whole model (see `scores_from_message_rows`)."""
+        config = self.config_of(row)
+        if not scores_from_message_rows(config, event_model):
+            return None
         with self.db.transaction(write=False) as conn:
-            row = find_model(conn, name)
-            config = self.engine_config(row.config, row.classes)
-            if not scores_from_message_rows(config, event_model):
-                return None
             counts = read_message_counts(conn, row.id, texts, n_classes=len(row.classes))
-        live = LiveModel.empty(row, self.engine_config)
-        dense = np.arange(counts.token_ids.size, dtype=np.int64)
-        live.table.place(dense, counts.token_texts)
+        table = CountTable(row.classes)
+        table.place(np.arange(counts.token_ids.size, dtype=np.int64), counts.token_texts)
         if counts.count_token_ids.size:
-            live.table.set_counts(
+            table.set_counts(
                 np.searchsorted(counts.token_ids, counts.count_token_ids),
                 counts.count_class_indices,
                 counts.count_docs,
                 counts.count_terms,
             )
-        live.table.set_class_totals(counts.class_docs, counts.class_terms)
-        live.synced_generation = row.generation
+        table.set_class_totals(counts.class_docs, counts.class_terms)
+        live = LiveModel(
+            id=row.id,
+            name=row.name,
+            classes=row.classes,
+            options=dict(row.config),
+            table=table,
+            classifier=Classifier(table, config),
+            created_at=row.created_at,
+            engine_config=self.engine_config,
+            epoch=row.epoch,
+            synced_generation=row.generation,
+        )
         with self._lock:
             self._partial_reads += 1
         return PartialModel(live=live, token_ids=counts.token_ids)
+
+    def config_of(self, row: ModelRow) -> NaiveBayesConfig:
+        """The engine config of a model's stored options, parsed once per distinct options."""
+        key = (json.dumps(row.config, sort_keys=True), row.classes)
+        config = self._configs.get(key)
+        if config is None:
+            config = self.engine_config(row.config, row.classes)
+            with self._lock:
+                if len(self._configs) > 1000:  # a bound, whatever the models' options
+                    self._configs.clear()
+                self._configs[key] = config
+        return config
 
     def held(self, name: str) -> LiveModel | None:
         """The model if this process holds it, without loading or syncing it."""

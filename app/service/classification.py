@@ -77,23 +77,25 @@ def classify_batch(
     the GIL. The HTTP API does not use it (its parallelism is `--workers`).
     """
     live = rt.models.held(model_name)
-    if live is None:
-        rt.db.run(lambda conn: find_model(conn, model_name), write=False)  # 404 before tokenizing
+    row = None
+    if live is None:  # read now: 404 before tokenizing
+        row = rt.db.run(lambda conn: find_model(conn, model_name), write=False)
     else:
         live = rt.models.get(model_name)  # synced if due
     # Each message has its time budget: past it, it is scored on what was tokenized in time and
     # carries the defect "time_budget".
     prepared = prepare_messages(rt, messages, "classify", processes=processes)
     model_ids: IntArray | None = None
-    if live is None:
+    if row is not None:
         # A model this process does not hold is scored from its messages' rows alone where its
         # scorer allows (Robinson-Fisher), else loaded (within the memory budget).
         texts = [text for message in prepared for text in message.token_counts]
-        partial = rt.models.read_partial(model_name, texts, event_model=event_model)
+        partial = rt.models.read_partial(row, texts, event_model=event_model)
         if partial is None:
             live = rt.models.get(model_name)
         else:
             live, model_ids = partial.live, partial.token_ids
+    assert live is not None
     results, records = _score(
         live, prepared, event_model=event_model, explain=explain, model_ids=model_ids
     )

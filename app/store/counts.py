@@ -277,29 +277,39 @@ def read_message_counts(
     conn: Connection, model_id: int, texts: Sequence[str], *, n_classes: int
 ) -> MessageCounts:
     """Read the token ids, count rows and class totals a message's `texts` need, in the
-    caller's snapshot: a few indexed lookups, never the whole model."""
-    found = find_token_ids(conn, model_id, list(dict.fromkeys(texts)))
-    ordered = sorted(found.items(), key=lambda item: item[1])
-    token_ids = np.array([token_id for _, token_id in ordered], dtype=np.int64)
+    caller's snapshot: one indexed lookup per 900 texts and the class totals, never the
+    whole model."""
+    distinct = list(dict.fromkeys(texts))
+    found: dict[int, str] = {}
     rows: list[tuple[int, int, int, int]] = []
-    for start in range(0, token_ids.size, LOOKUP_CHUNK):
-        chunk = token_ids[start : start + LOOKUP_CHUNK].tolist()
-        rows.extend(
-            tuple(row)
-            for row in conn.execute(
-                select(
-                    token_counts.c.token_id,
-                    token_counts.c.class_index,
-                    token_counts.c.docs,
-                    token_counts.c.terms,
-                ).where(token_counts.c.model_id == model_id, token_counts.c.token_id.in_(chunk))
+    joined = tokens.outerjoin(
+        token_counts,
+        (token_counts.c.model_id == tokens.c.model_id)
+        & (token_counts.c.token_id == tokens.c.token_id),
+    )
+    for start in range(0, len(distinct), LOOKUP_CHUNK):
+        chunk = distinct[start : start + LOOKUP_CHUNK]
+        result = conn.execute(
+            select(
+                tokens.c.token_id,
+                tokens.c.text,
+                token_counts.c.class_index,
+                token_counts.c.docs,
+                token_counts.c.terms,
             )
+            .select_from(joined)
+            .where(tokens.c.model_id == model_id, tokens.c.text.in_(chunk))
         )
+        for token_id, text, class_index, docs, terms in result:
+            found[int(token_id)] = text
+            if class_index is not None:
+                rows.append((int(token_id), int(class_index), int(docs), int(terms)))
+    token_ids = np.array(sorted(found), dtype=np.int64)
     counts = np.array(rows, dtype=np.int64).reshape(-1, 4)
     class_docs, class_terms = read_class_totals(conn, model_id, n_classes)
     return MessageCounts(
         token_ids=token_ids,
-        token_texts=[text for text, _ in ordered],
+        token_texts=[found[token_id] for token_id in token_ids.tolist()],
         count_token_ids=counts[:, 0].copy(),
         count_class_indices=counts[:, 1].copy(),
         count_docs=counts[:, 2].copy(),
