@@ -6,10 +6,14 @@ budget. Then, with nothing held: the /metrics figures and the first page of the 
 (neither may load a model); classification latency on models not held (Robinson-Fisher: read
 from the message's rows) against models held; the RSS of holding every model against the
 budget; database bytes per model, extrapolated to 100,000 mailboxes from the measured slope.
+
+    python -m bench.many_models postgresql 200   # 200 models on a throw-away database
+    python -m bench.many_models sqlite records   # bytes per classification record
 """
 
 from __future__ import annotations
 
+import random
 import resource
 import statistics
 import tempfile
@@ -18,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from app.config import Settings
-from app.service.classification import classify
+from app.service.classification import classify, classify_batch
 from app.service.corpus import LabelledMessage
 from app.service.messages import Message
 from app.service.model_figures import read_model_figures
@@ -27,7 +31,7 @@ from app.service.runtime import Runtime
 from app.service.training import train_batch
 from app.store.migrate import upgrade_schema
 from bench import data
-from bench.databases import fresh_database
+from bench.databases import database_bytes, fresh_database
 
 
 def rss_mb() -> float:
@@ -122,6 +126,32 @@ def measure(url: str, *, n_models: int, n_messages: int, budget_mb: float) -> di
     }
 
 
+def record_bytes(url: str, *, n_train: int = 100, n_classified: int = 500) -> dict[str, Any]:
+    """Database bytes per classification record (kept for feedback by message_id)."""
+    corpus = data.load("spamassassin")
+    step = len(corpus) // (n_train + n_classified)
+    sample = [corpus[i * step] for i in range(n_train + n_classified)]
+    random.Random(1).shuffle(sample)  # both labels among the trained ones
+    settings = Settings(database_url=url, _env_file=None)  # type: ignore[call-arg]
+    rt = Runtime(settings)
+    upgrade_schema(rt.db)
+    items = [(Message(raw=m.raw, text=m.text, message_id=m.id), m.label) for m in sample[:n_train]]
+    train_batch(rt, model_name="default", items=items)
+    rt.close()
+    before = database_bytes(url)
+    rt = Runtime(settings)
+    messages = [
+        Message(raw=m.raw, text=m.text, message_id=f"<r{i}@bench>")
+        for i, m in enumerate(sample[n_train:])
+    ]
+    classify_batch(rt, model_name="default", messages=messages)
+    rt.close()  # writes the records
+    return {
+        "classified": len(messages),
+        "bytes_per_record": (database_bytes(url) - before) / len(messages),
+    }
+
+
 def run(
     quick: bool,
     postgres_url: str | None,
@@ -145,8 +175,12 @@ if __name__ == "__main__":
     import sys
 
     kind = sys.argv[1] if len(sys.argv) > 1 else "postgresql"
-    count = int(sys.argv[2]) if len(sys.argv) > 2 else 100
+    what = sys.argv[2] if len(sys.argv) > 2 else "100"
     with tempfile.TemporaryDirectory() as folder:
         server = os.environ.get("SPAMSIFT_TEST_POSTGRES_URL")
         with fresh_database(kind, Path(folder), server) as url:
-            print(json.dumps(measure(url, n_models=count, n_messages=50, budget_mb=64), indent=1))
+            if what == "records":
+                print(json.dumps(record_bytes(url), indent=1))
+            else:
+                figures = measure(url, n_models=int(what), n_messages=50, budget_mb=64)
+                print(json.dumps(figures, indent=1))

@@ -142,3 +142,31 @@ def test_forget_and_relabel_after_expiry_are_exact_and_never_negative(
     # Nothing but dead tokens is left, and expiry removes them.
     assert expire_tokens(runtime, model_name="default", max_tokens=1000).kept == 0
     assert table_figures(runtime.db)["tokens"] == 0
+
+
+def test_a_stream_with_periodic_expiry_levels_off_at_the_maximum(settings: Settings) -> None:
+    """Train a stream; the server's periodic work (run here by hand, as its flusher does every
+    five minutes) keeps the tokens at the maximum while the stream goes on."""
+    rt = Runtime(settings.model_copy(update={"max_tokens_per_model": 60}))
+    try:
+        rt.start()
+        assert len(rt.log.periodic) == 1  # expiry joins the flusher's periodic work
+        sizes = []
+        for round_ in range(5):
+            for i in range(6):
+                n = round_ * 6 + i
+                train(rt, model_name="default", message=Message(text=spam_text(n)),
+                      label="spam")  # fmt: skip
+                train(rt, model_name="default", message=Message(text=ham_text(n)), label="ham")
+            grown = table_figures(rt.db)["tokens"]
+            for work in rt.log.periodic:
+                work()
+            figures = table_figures(rt.db)
+            sizes.append(figures["tokens"])
+            assert grown > 60
+            assert figures["tokens"] == figures["vocabulary"] == 60
+            assert figures["class_terms"] == figures["terms_in_rows"]
+            assert figures["negative"] == 0
+        assert sizes == [60] * 5
+    finally:
+        rt.close()
