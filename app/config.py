@@ -104,6 +104,28 @@ class Settings(BaseSettings):
     lock_timeout_seconds: float = Field(default=5.0, gt=0)
     # How often a process looks for training committed by other processes (SPEC §7: ≤ 1 s).
     sync_interval_seconds: float = Field(default=0.5, gt=0)
+    # Memory a process gives to the models it holds in memory (estimated from their tokens);
+    # past it the least recently used are dropped and read again when next used. 0: no limit.
+    live_models_max_mb: float = Field(
+        default=512,
+        ge=0,
+        description="memory budget of the models one process holds, in MB (0: no limit)",
+    )
+    # Token expiry: a model keeps at most this many tokens (least recently seen and least
+    # informative deleted first, every 5 minutes by the server and by `spamsift expire`).
+    max_tokens_per_model: int = Field(
+        default=0,
+        ge=0,
+        description="tokens a model keeps at most; 0: no maximum (dead tokens still go)",
+    )
+    # Classification records kept in memory while the database cannot take them, per process
+    # (about 3.1 KB each); past it the oldest are dropped, and feedback by their message_id
+    # then needs the message itself.
+    max_buffered_records: int = Field(
+        default=100_000,
+        ge=1,
+        description="classification records a process buffers while the database is down",
+    )
 
     @field_validator("database_url")
     @classmethod

@@ -6,7 +6,8 @@
 
 Parts: scoring (engine vs scikit-learn), tokenize (corpora MB/s, linear cost), http (real
 `spamsift serve` on SQLite and PostgreSQL), bogofilter (side by side on the SpamAssassin
-split), memory (1 M-token model: RSS and database bytes). Every figure is the median of
+split), memory (1 M-token model: RSS and database bytes), models (many 50-message mailboxes:
+held memory, /metrics, model list, cold vs warm classification). Every figure is the median of
 several runs with its spread (max - min, in % of the median). PostgreSQL parts run when
 --postgres or SPAMSIFT_TEST_POSTGRES_URL names a server (throw-away databases are made on it).
 """
@@ -28,7 +29,7 @@ from typing import Any
 
 from bench.databases import postgres_server_url
 
-PARTS = ("scoring", "tokenize", "http", "bogofilter", "memory")
+PARTS = ("scoring", "tokenize", "http", "bogofilter", "memory", "models")
 
 
 def machine() -> dict[str, Any]:
@@ -57,7 +58,7 @@ def machine() -> dict[str, Any]:
 
 
 def runners(quick: bool, postgres_url: str | None) -> dict[str, Callable[[], dict[str, Any]]]:
-    from bench import memory, scoring, serving, tokenizing, versus_bogofilter
+    from bench import many_models, memory, scoring, serving, tokenizing, versus_bogofilter
 
     return {
         "scoring": lambda: scoring.run(quick),
@@ -65,6 +66,7 @@ def runners(quick: bool, postgres_url: str | None) -> dict[str, Callable[[], dic
         "http": lambda: serving.run(quick, postgres_url),
         "bogofilter": lambda: versus_bogofilter.run(quick, postgres_url),
         "memory": lambda: memory.run(quick, postgres_url),
+        "models": lambda: many_models.run(quick, postgres_url),
     }
 
 

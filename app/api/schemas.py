@@ -148,6 +148,9 @@ class ModelResponse(BaseModel):
 
 class ModelList(BaseModel):
     models: list[ModelResponse]
+    next: str | None = Field(
+        default=None, description="pass as `after` for the next page; null on the last page"
+    )
 
 
 class TrainRequest(MessageBody):

@@ -6,6 +6,7 @@ classify.py    classify: verdict as exit status, or the message with headers add
 feedback.py    feedback: "report spam / not spam" from an IMAP hook
 transfer.py    export, import, backup: JSON-lines copies of models, SQLite backups
 bogofilter.py  import-bogofilter: a bogofilter wordlist dump into a model
+expire.py      expire: tokens beyond a maximum per model, old classification records
 evaluate.py    evaluate: train and test in memory on a labelled corpus
 keys.py        keys create|list|revoke: API keys
 models.py      models list|create|show|set|delete, stats: model administration
@@ -21,6 +22,7 @@ from app import __version__
 from app.cli.bogofilter import add_bogofilter_command
 from app.cli.classify import EXIT_ERROR, add_classify_command
 from app.cli.evaluate import add_evaluate_command
+from app.cli.expire import add_expire_command
 from app.cli.feedback import add_feedback_command
 from app.cli.keys import add_keys_commands
 from app.cli.models import add_models_commands
@@ -65,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_keys_commands(commands)
     add_models_commands(commands)
     add_evaluate_command(commands)
+    add_expire_command(commands)
     return parser
 
 

@@ -305,9 +305,16 @@ class LocalAdmin:
         upgrade_schema(self.runtime.db)
 
     def all(self) -> list[dict[str, Any]]:
-        from app.service.models import list_models
+        from app.service.models import MAX_PAGE, list_models
 
-        return [_model_json(info) for info in list_models(self.runtime)]
+        listed: list[dict[str, Any]] = []
+        after: str | None = None
+        while True:  # page by page: one query each, no model loaded
+            page = list_models(self.runtime, after=after, limit=MAX_PAGE)
+            listed.extend(_model_json(info) for info in page.models)
+            if page.next is None:
+                return listed
+            after = page.next
 
     def create(self, name: str, classes: list[str] | None, options: dict[str, Any]) -> Any:
         from app.service.models import MODEL_NAME_PATTERN, create_model

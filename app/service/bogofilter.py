@@ -26,23 +26,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
-from sqlalchemy import Connection
 
 from app.errors import InvalidConfig, InvalidInput, ModelNotFound
-from app.store.counts import (
-    CountDelta,
-    add_class_totals,
-    add_token_counts,
-    find_token_ids,
-    insert_tokens,
-)
+from app.live.models import LiveModels
+from app.live.write import ModelWrite, create_and_write, write_model
+from app.service.runtime import engine_config
 from app.store.engine import Database
-from app.store.models import (
-    allocate_token_ids,
-    find_model,
-    insert_model,
-    lock_and_bump_generation,
-)
+from app.store.models import insert_model
 from app.store.tables import MAX_TOKEN_BYTES
 
 RENAMED_PREFIXES = {"subj:": "subject:", "rcvd:": "received:", "rtrn:": "return-path:"}
@@ -106,54 +96,48 @@ def read_wordlist(lines: Iterable[bytes]) -> Wordlist:
     return wordlist
 
 
-def import_bogofilter(db: Database, *, model_name: str, wordlist: Wordlist) -> BogofilterImport:
-    """Add a bogofilter wordlist's counts to a ham/spam model (made if missing), in one
-    transaction."""
+def import_bogofilter(
+    db: Database,
+    *,
+    model_name: str,
+    wordlist: Wordlist,
+    models: LiveModels | None = None,
+) -> BogofilterImport:
+    """Add a bogofilter wordlist's counts to a ham/spam model (made if missing), in one write
+    to the model (one transaction), as any training is: through `ModelWrite`.
 
-    def work(conn: Connection) -> BogofilterImport:
-        created = False
-        try:
-            model = find_model(conn, model_name)
-        except ModelNotFound:
-            model = insert_model(conn, name=model_name, classes=("ham", "spam"), config={})
-            created = True
-        if set(model.classes) != {"ham", "spam"}:
+    `models` is the process's live models (a server's); without it the import holds its own.
+    """
+    models = (
+        models
+        if models is not None
+        else LiveModels(db, sync_interval_seconds=0, engine_config=engine_config)
+    )
+    texts = sorted(token for token, (spam, ham) in wordlist.tokens.items() if spam or ham)
+
+    def work(write: ModelWrite, created: bool) -> BogofilterImport:
+        if set(write.classes) != {"ham", "spam"}:
             raise InvalidConfig("classes", f"model {model_name!r} is not a ham/spam model")
-        generation = lock_and_bump_generation(conn, model.id, created_at=model.created_at)
-        texts = sorted(token for token, (spam, ham) in wordlist.tokens.items() if spam or ham)
-        ids = find_token_ids(conn, model.id, texts)
-        new_texts = [text for text in texts if text not in ids]
-        if new_texts:
-            first_id = allocate_token_ids(conn, model.id, len(new_texts))
-            insert_tokens(conn, model.id, first_id=first_id, texts=new_texts, generation=generation)
-            ids.update({text: first_id + offset for offset, text in enumerate(new_texts)})
-        spam_index, ham_index = model.classes.index("spam"), model.classes.index("ham")
-        cells = sorted(
-            (ids[text], class_index, count)
-            for text in texts
-            for class_index, count in (
-                (spam_index, wordlist.tokens[text][0]),
-                (ham_index, wordlist.tokens[text][1]),
-            )
-            if count
-        )
-        docs = np.array([cell[2] for cell in cells], dtype=np.int64)
-        delta = CountDelta(
-            token_ids=np.array([cell[0] for cell in cells], dtype=np.int64),
-            class_indices=np.array([cell[1] for cell in cells], dtype=np.int64),
-            docs=docs,
-            terms=docs.copy(),  # presence only: each token counted once per message
-        )
-        add_token_counts(conn, model.id, delta, generation=generation)
-        class_docs = [0] * len(model.classes)
-        class_terms = [0] * len(model.classes)
+        ids = write.token_ids(texts)
+        spam_index, ham_index = write.classes.index("spam"), write.classes.index("ham")
+        spam = np.array([wordlist.tokens[text][0] for text in texts], dtype=np.int64)
+        ham = np.array([wordlist.tokens[text][1] for text in texts], dtype=np.int64)
+        token_ids = np.concatenate([ids, ids])
+        class_indices = np.repeat(np.array([spam_index, ham_index], dtype=np.int64), len(ids))
+        docs = np.concatenate([spam, ham])
+        counted = docs > 0
+        class_docs = np.zeros(len(write.classes), dtype=np.int64)
         class_docs[spam_index], class_docs[ham_index] = (
             wordlist.spam_messages,
             wordlist.ham_messages,
         )
-        for _, class_index, count in cells:
-            class_terms[class_index] += count
-        add_class_totals(conn, model.id, class_docs=class_docs, class_terms=class_terms)
+        write.add_counts(
+            token_ids[counted],
+            class_indices[counted],
+            docs[counted],
+            docs[counted].copy(),  # presence only: each token counted once per message
+            class_docs=class_docs,
+        )
         return BogofilterImport(
             model=model_name,
             created=created,
@@ -164,7 +148,19 @@ def import_bogofilter(db: Database, *, model_name: str, wordlist: Wordlist) -> B
             skipped=dict(wordlist.skipped),
         )
 
-    return db.run(work)
+    try:
+        return models.use(
+            model_name, lambda live: write_model(db, models, live, lambda w: work(w, False))
+        )
+    except ModelNotFound:
+        pass
+    # A new model: made and filled in the same transaction, so a failed import leaves none.
+    return create_and_write(
+        db,
+        models,
+        lambda conn: insert_model(conn, name=model_name, classes=("ham", "spam"), config={}),
+        lambda write: work(write, True),
+    )
 
 
 def _spamsift_token(raw: bytes) -> tuple[str | None, str]:

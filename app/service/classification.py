@@ -15,12 +15,15 @@ from typing import Literal
 
 import numpy as np
 
+from app.bayes.counts import IntArray
 from app.bayes.naive_bayes import EventModel, verdict
 from app.errors import InvalidConfig, NotTrained
-from app.service.live import LiveModel
+from app.live.models import LiveModel
 from app.service.messages import Message, PreparedMessage, prepare
+from app.service.model_config import parse_config
 from app.service.runtime import Runtime, with_time_budget
 from app.store.ledger import ClassificationRecord
+from app.store.models import find_model
 from app.text import TokenizerLimits
 
 
@@ -75,18 +78,33 @@ def classify_batch(
     for the life of this process), then scored here: tokenizing is 80 % of the work and holds
     the GIL. The HTTP API does not use it (its parallelism is `--workers`).
     """
-    live = rt.models.get(model_name)
+    live = rt.models.held(model_name)
+    row = None
+    if live is None:  # read now: 404 before tokenizing
+        row = rt.db.run(lambda conn: find_model(conn, model_name), write=False)
+    else:
+        live = rt.models.get(model_name)  # synced if due
     # Each message has its time budget: past it, it is scored on what was tokenized in time and
     # carries the defect "time_budget".
     prepared = prepare_messages(rt, messages, "classify", processes=processes)
+    model_ids: IntArray | None = None
+    if row is not None:
+        # A model this process does not hold is scored from its messages' rows alone where its
+        # scorer allows (Robinson-Fisher), else loaded (within the memory budget).
+        texts = [text for message in prepared for text in message.token_counts]
+        partial = rt.models.read_partial(row, texts, event_model=event_model)
+        if partial is None:
+            live = rt.models.get(model_name)
+        else:
+            live, model_ids = partial.live, partial.token_ids
+    assert live is not None
     results, records = _score(
         live,
         prepared,
         event_model=event_model,
         explain=explain,
-        min_learns=live.config.min_learns
-        if live.config.min_learns is not None
-        else rt.settings.min_learns,
+        model_ids=model_ids,
+        min_learns=min_learns_of(rt, live),
     )
     rt.record_classifications(
         live.id,
@@ -152,7 +170,10 @@ def _score(
     event_model: EventModel | None,
     explain: bool,
     min_learns: int = 0,
+    model_ids: IntArray | None = None,
 ) -> tuple[list[Classification], list[ClassificationRecord]]:
+    """Score `prepared` on `live`; `model_ids` maps the table's token ids to the model's when
+    `live` holds only the messages' tokens (the records keep the model's ids)."""
     chosen = event_model or live.config.event_model
     if chosen == "robinson-fisher" and set(live.classes) != {"ham", "spam"}:
         raise InvalidConfig("event_model", "robinson-fisher needs exactly the classes ham and spam")
@@ -204,13 +225,22 @@ def _score(
             ClassificationRecord(
                 message_key=message.message_key,
                 message_id=message.message_id,
-                token_ids=np.asarray(X.indices[start:end], dtype=np.int64),
+                token_ids=np.asarray(
+                    X.indices[start:end] if model_ids is None else model_ids[X.indices[start:end]],
+                    dtype=np.int64,
+                ),
                 token_terms=np.asarray(X.data[start:end], dtype=np.int64),
                 verdict=decision,
                 classified_at=now,
             )
         )
     return results, records
+
+
+def min_learns_of(rt: Runtime, live: LiveModel) -> int:
+    """The model's floor of trained messages per class: its own option, else the server's."""
+    configured = parse_config(live.options, classes=live.classes).min_learns
+    return rt.settings.min_learns if configured is None else configured
 
 
 def training_warnings(

@@ -10,7 +10,7 @@ from sqlalchemy import Connection
 
 from app.bayes.naive_bayes import top_tokens
 from app.bayes.vocabulary import select_vocabulary
-from app.service.classification import training_warnings
+from app.service.classification import min_learns_of, training_warnings
 from app.service.runtime import Runtime
 from app.store.activity import last_event_hour, read_activity_hours, sum_activity
 
@@ -53,9 +53,7 @@ def model_stats(rt: Runtime, *, model_name: str) -> dict[str, Any]:
         trained = all(n > 0 for n in table.class_docs.tolist())
         strongest = top_tokens(table, config, limit=TOP_TOKENS) if trained else {}
         generation = live.synced_generation
-        min_learns = (
-            live.config.min_learns if live.config.min_learns is not None else rt.settings.min_learns
-        )
+        min_learns = min_learns_of(rt, live)
         warnings = training_warnings(live.classes, table.class_docs.tolist(), min_learns)
 
     now = datetime.now(UTC)

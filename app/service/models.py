@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app.errors import InvalidConfig
+from app.errors import InvalidConfig, InvalidInput
 from app.service.model_config import (
     CONFIG_FIELDS,
     DEFAULT_CLASSES,
@@ -50,9 +50,36 @@ def create_model(
     return get_model(rt, name=name)
 
 
-def list_models(rt: Runtime) -> list[ModelInfo]:
-    names = rt.db.run(lambda conn: [row.name for row in store.list_models(conn)], write=False)
-    return [get_model(rt, name=name) for name in names]
+@dataclass(frozen=True)
+class ModelPage:
+    models: list[ModelInfo]
+    next: str | None  # the name to list after for the next page; None on the last page
+
+
+MAX_PAGE = 1000
+
+
+def list_models(rt: Runtime, *, after: str | None = None, limit: int = 100) -> ModelPage:
+    """List up to `limit` models whose names sort after `after`, in one query; no model is
+    loaded into memory."""
+    if not 1 <= limit <= MAX_PAGE:
+        raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
+    found = rt.db.run(
+        lambda conn: store.page_models(conn, after=after, limit=limit + 1), write=False
+    )
+    models = [
+        ModelInfo(
+            name=totals.name,
+            classes=totals.classes,
+            config=parse_config(totals.row.config, classes=totals.classes),
+            generation=totals.generation,
+            created_at=totals.row.created_at,
+            messages=dict(zip(totals.classes, totals.class_docs, strict=True)),
+            trained_messages=totals.trained_messages,
+        )
+        for totals in found[:limit]
+    ]
+    return ModelPage(models=models, next=models[-1].name if len(found) > limit else None)
 
 
 def get_model(rt: Runtime, *, name: str) -> ModelInfo:

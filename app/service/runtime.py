@@ -1,36 +1,31 @@
-"""What one spamsift process holds: settings, the database, live models, the classification log.
+"""What one spamsift process is built of: settings, the database, and the process's rooms.
 
-Classifying only reads, so that it never waits on a writer: the record of each classification
-(kept `retention_days` for feedback by message_id) and the dashboard's counters are buffered
-here and written by a background thread about once a second, in one small transaction.
+`Runtime` only wires them: the live models (`app.live.models.LiveModels`, within the memory
+budget) and the buffer of classification records (`app.live.records.ClassificationLog`) live
+in their own room, and every change to a model goes through `app.live.write.ModelWrite`.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
-from typing import Literal
+from datetime import datetime
+from typing import Any, Literal
 
-from sqlalchemy import Connection
-
+from app.bayes.naive_bayes import NaiveBayesConfig
 from app.config import Settings
 from app.errors import DatabaseUnavailable, StorageFull
-from app.service.live import LiveModels
+from app.live.models import LiveModels
+from app.live.records import ClassificationLog
 from app.service.messages import Message, PreparedMessage, prepare
-from app.store.activity import add_activity
+from app.service.model_config import parse_config
 from app.store.engine import Database
-from app.store.ledger import ClassificationRecord, expire_classifications, insert_classifications
+from app.store.ledger import ClassificationRecord
 from app.text import TokenizerLimits
 
 log = logging.getLogger(__name__)
-
-FLUSH_INTERVAL_SECONDS = 1.0
-EXPIRY_INTERVAL_SECONDS = 300.0
-MAX_BUFFERED_RECORDS = 100_000  # beyond this (database down for long) the oldest are dropped
 
 
 def tokenizer_limits(settings: Settings) -> TokenizerLimits:
@@ -53,21 +48,29 @@ def with_time_budget(limits: TokenizerLimits, seconds: float) -> TokenizerLimits
     return replace(limits, deadline=time.monotonic() + seconds, clock=time.monotonic)
 
 
+def engine_config(options: dict[str, Any], classes: tuple[str, ...]) -> NaiveBayesConfig:
+    """The engine's config of a model with stored `options` (checked by ModelConfig)."""
+    return parse_config(options, classes=classes).to_engine()
+
+
 class Runtime:
     def __init__(self, settings: Settings, db: Database | None = None) -> None:
         self.settings = settings
         self.db = db or Database(
             settings.database_url, lock_timeout_seconds=settings.lock_timeout_seconds
         )
-        self.models = LiveModels(self.db, sync_interval_seconds=settings.sync_interval_seconds)
+        self.models = LiveModels(
+            self.db,
+            sync_interval_seconds=settings.sync_interval_seconds,
+            engine_config=engine_config,
+            max_bytes=int(settings.live_models_max_mb * 1024 * 1024),
+        )
+        self.log = ClassificationLog(
+            self.db,
+            retention_days=settings.retention_days,
+            max_records=settings.max_buffered_records,
+        )
         self.limits = tokenizer_limits(settings)
-        self._records: dict[int, list[ClassificationRecord]] = defaultdict(list)
-        self._events: dict[tuple[int, datetime], Counter[str]] = defaultdict(Counter)
-        self._buffer_lock = threading.Lock()
-        self._flush_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._flusher: threading.Thread | None = None
-        self._last_expiry = 0.0
 
     def prepare(
         self, message: Message, budget: Literal["classify", "train"] | None = None
@@ -87,79 +90,35 @@ class Runtime:
 
     def retention_start(self) -> datetime | None:
         """The oldest classification time still kept, or None when nothing is kept."""
-        if self.settings.retention_days <= 0:
-            return None
-        return datetime.now(UTC) - timedelta(days=self.settings.retention_days)
+        return self.log.retention_start()
 
     def record_classifications(
         self, model_id: int, records: list[ClassificationRecord], events: Counter[str]
     ) -> None:
-        hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-        with self._buffer_lock:
-            if self.settings.retention_days > 0:
-                buffered = self._records[model_id]
-                buffered.extend(records)
-                if len(buffered) > MAX_BUFFERED_RECORDS:
-                    del buffered[: len(buffered) - MAX_BUFFERED_RECORDS]
-            self._events[(model_id, hour)].update(events)
+        self.log.record(model_id, records, events)
 
-    def flush_classifications(self) -> None:
-        """Write buffered classification records and counters in one transaction."""
-        with self._flush_lock:
-            with self._buffer_lock:
-                records, self._records = self._records, defaultdict(list)
-                events, self._events = self._events, defaultdict(Counter)
-            if not records and not events:
-                return
-
-            def work(conn: Connection) -> None:
-                for model_id, model_records in sorted(records.items()):
-                    insert_classifications(conn, model_id, model_records)
-                for (model_id, hour), counter in sorted(events.items()):
-                    add_activity(conn, model_id, hour=hour, events=counter)
-
-            try:
-                self.db.run(work)
-            except (DatabaseUnavailable, StorageFull):
-                with self._buffer_lock:  # keep them for the next attempt
-                    for model_id, model_records in records.items():
-                        self._records[model_id][:0] = model_records
-                    for key, counter in events.items():
-                        self._events[key].update(counter)
-                raise
+    def flush_classifications(self, model_id: int | None = None) -> None:
+        """Write buffered classification records and counters (only `model_id`'s records)."""
+        self.log.flush(model_id)
 
     def expire(self) -> int:
-        """Delete classification records past the retention period."""
-        before = self.retention_start() or datetime.now(UTC) + timedelta(seconds=1)
-        return self.db.run(lambda conn: expire_classifications(conn, before=before))
+        """Delete classification records past the retention period, in small chunks."""
+        return self.log.prune()
 
     def start(self) -> None:
-        """Start the background flusher (the server does; short-lived CLI commands need not)."""
-        if self._flusher is None:
-            self._flusher = threading.Thread(
-                target=self._run_flusher, name="spamsift-flush", daemon=True
-            )
-            self._flusher.start()
+        """Start the background flusher (the server does; short-lived CLI commands need not),
+        which also prunes old records and, with a maximum set, expires tokens."""
+        if self.settings.max_tokens_per_model > 0 and not self.log.periodic:
+            from app.service.expiry import expire_all  # expiry is a use case on a Runtime
+
+            limit = self.settings.max_tokens_per_model
+            self.log.periodic.append(lambda: expire_all(self, max_tokens=limit))
+        self.log.start()
 
     def close(self) -> None:
-        self._stop.set()
-        if self._flusher is not None:
-            self._flusher.join(timeout=10)
-            self._flusher = None
+        self.log.stop()
         try:
-            self.flush_classifications()
+            self.log.flush()
         except (DatabaseUnavailable, StorageFull):
             log.warning("could not write the last classification records: database unavailable")
         self.db.dispose()
-
-    def _run_flusher(self) -> None:
-        while not self._stop.wait(FLUSH_INTERVAL_SECONDS):
-            try:
-                self.flush_classifications()
-                if time.monotonic() - self._last_expiry > EXPIRY_INTERVAL_SECONDS:
-                    self._last_expiry = time.monotonic()
-                    self.expire()
-            except (DatabaseUnavailable, StorageFull):
-                log.warning("database unavailable or full; classification records stay buffered")
-            except Exception:  # the flusher must outlive any one bad flush
-                log.exception("flushing classification records failed")

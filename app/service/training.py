@@ -6,11 +6,9 @@ ledger and the activity counters commit together or not at all.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from itertools import chain
-from typing import TypeVar
 
 import numpy as np
 from sqlalchemy import Connection
@@ -18,17 +16,17 @@ from sqlalchemy import Connection
 from app.bayes.counts import IntArray
 from app.errors import (
     MessageNotFound,
-    ModelNotFound,
     TimeBudgetExceeded,
     TooFewTokens,
     UnknownLabel,
 )
+from app.live.models import LiveModel
+from app.live.write import ModelWrite, write_model
 from app.service.classification import prepare_messages
-from app.service.live import LiveModel
 from app.service.messages import Message, PreparedMessage, check_message_id
+from app.service.model_config import parse_config
 from app.service.runtime import Runtime
 from app.store.activity import add_activity
-from app.store.counts import CountDelta, add_class_totals, add_token_counts, insert_tokens
 from app.store.ledger import (
     StoredMessage,
     delete_trained,
@@ -38,11 +36,8 @@ from app.store.ledger import (
     insert_trained,
     relabel_trained,
 )
-from app.store.models import allocate_token_ids, lock_and_bump_generation
 from app.store.tables import MAX_TOKEN_BYTES
 from app.text.defects import TIME_BUDGET
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -75,24 +70,12 @@ class _Item:
     defects: tuple[str, ...] = ()
 
 
-@dataclass
-class _Write:
-    """What one transaction changed, kept to update this process's arrays after commit."""
-
-    generation: int = 0
-    new_token_ids: IntArray | None = None
-    new_token_texts: list[str] | None = None
-    delta: CountDelta | None = None
-    class_docs: IntArray | None = None
-    class_terms: IntArray | None = None
-
-
 def train(rt: Runtime, *, model_name: str, message: Message, label: str) -> TrainResult:
     """Train one message as `label` (idempotent; a new label moves it)."""
     items = [(message, label)]
-    return _on_current_model(
-        rt, model_name, lambda live: _train_batch(rt, live, items, name_items=False)
-    )[0]
+    return rt.models.use(model_name, lambda live: _train_batch(rt, live, items, name_items=False))[
+        0
+    ]
 
 
 def train_batch(
@@ -104,8 +87,7 @@ def train_batch(
     the error names it as `items[i]`. With `processes` > 1 a big batch is tokenized in that
     many worker processes (see `classify_batch`); its labels are then checked first.
     """
-    return _on_current_model(
-        rt,
+    return rt.models.use(
         model_name,
         lambda live: _train_batch(rt, live, items, name_items=True, processes=processes),
     )
@@ -143,8 +125,7 @@ def apply_feedback(
     """
     if message_id is not None:
         check_message_id(message_id)  # a NUL would reach the SQL driver (PostgreSQL raises)
-    return _on_current_model(
-        rt,
+    return rt.models.use(
         model_name,
         lambda live: _apply_feedback(rt, live, label=label, message_id=message_id, message=message),
     )
@@ -170,49 +151,26 @@ def _apply_feedback(
 def forget(rt: Runtime, *, model_name: str, message_id: str) -> ForgetResult:
     """Untrain every stored message with `message_id`; MessageNotFound if there is none."""
     check_message_id(message_id)  # no trained message has another id; a NUL would reach SQL
-    return _on_current_model(rt, model_name, lambda live: _forget(rt, live, message_id))
+    return rt.models.use(model_name, lambda live: _forget(rt, live, message_id))
 
 
 def _forget(rt: Runtime, live: LiveModel, message_id: str) -> ForgetResult:
-    write = _Write()
-
-    def work(conn: Connection) -> ForgetResult:
-        generation = lock_and_bump_generation(conn, live.id, created_at=live.created_at)
-        live.catch_up(conn, generation - 1)
-        stored = find_trained_by_message_id(conn, live.id, message_id)
+    def work(write: ModelWrite) -> ForgetResult:
+        stored = find_trained_by_message_id(write.conn, live.id, message_id)
         if not stored:
             raise MessageNotFound(f"no trained message with message_id {message_id!r}")
-        changes = _CountChanges(len(live.classes))
         for message in stored:
-            changes.add(message.token_ids, message.token_terms, message.class_index, sign=-1)
-        write.delta = _store_changes(conn, live, changes, generation)
-        delete_trained(conn, live.id, [message.message_key for message in stored])
-        add_activity(conn, live.id, hour=_this_hour(), events={"forgotten": len(stored)})
-        write.generation = generation
-        write.class_docs, write.class_terms = changes.class_docs, changes.class_terms
+            write.add(message.token_ids, message.token_terms, message.class_index, sign=-1)
+        write.store()
+        delete_trained(write.conn, live.id, [message.message_key for message in stored])
+        add_activity(write.conn, live.id, hour=_this_hour(), events={"forgotten": len(stored)})
         return ForgetResult(
             message_id=message_id,
             forgotten=len(stored),
             labels=[live.classes[message.class_index] for message in stored],
         )
 
-    result = rt.db.run(work)
-    _apply_after_commit(rt, live, write)
-    return result
-
-
-def _on_current_model(rt: Runtime, model_name: str, use: Callable[[LiveModel], T]) -> T:
-    """Run `use` on the process's live model, once more on a fresh load if that copy is stale.
-
-    A model deleted (and maybe re-created under the same id) by another process makes the
-    write's model lock raise ModelNotFound; the copy is dropped and the use case runs again,
-    which raises ModelNotFound once more only if the model is really gone.
-    """
-    try:
-        return use(rt.models.get(model_name))
-    except ModelNotFound:
-        rt.models.forget(model_name)
-        return use(rt.models.get(model_name))
+    return write_model(rt.db, rt.models, live, work)
 
 
 def _write(
@@ -223,23 +181,20 @@ def _write(
     events: dict[str, int],
     feedback_verdict: str | None = None,
 ) -> list[TrainResult]:
-    """Train `items` in one transaction and update this process's arrays after the commit.
+    """Train `items` in one write to the model (one transaction).
 
     For feedback, `feedback_verdict` is the verdict the message got when classified; a label
     that differs from it, or from the label the message was trained with, is a correction.
     """
-    write = _Write()
 
-    def work(conn: Connection) -> list[TrainResult]:
-        generation = lock_and_bump_generation(conn, live.id, created_at=live.created_at)
-        live.catch_up(conn, generation - 1)  # now the in-memory token ids are exact
-        new_ids, new_texts, item_tokens = _token_ids(conn, live, items, generation)
+    def work(write: ModelWrite) -> list[TrainResult]:
+        conn = write.conn
+        item_tokens = _token_ids(write, items)
         known = find_trained(conn, live.id, sorted({item.message_key for item in items}))
         labels: dict[str, int] = {key: stored.class_index for key, stored in known.items()}
         token_sets: dict[str, tuple[IntArray, IntArray]] = {
             key: (stored.token_ids, stored.token_terms) for key, stored in known.items()
         }
-        changes = _CountChanges(len(live.classes))
         inserted: dict[str, StoredMessage] = {}
         relabelled: dict[str, int] = {}
         results: list[TrainResult] = []
@@ -247,14 +202,14 @@ def _write(
             previous = labels.get(item.message_key)
             if previous is None:
                 token_sets[item.message_key] = (token_ids, token_terms)
-                changes.add(token_ids, token_terms, item.class_index, sign=1)
+                write.add(token_ids, token_terms, item.class_index, sign=1)
                 inserted[item.message_key] = StoredMessage(
                     item.message_key, item.message_id, item.class_index, token_ids, token_terms
                 )
             elif previous != item.class_index:
                 stored_ids, stored_terms = token_sets[item.message_key]
-                changes.add(stored_ids, stored_terms, previous, sign=-1)
-                changes.add(stored_ids, stored_terms, item.class_index, sign=1)
+                write.add(stored_ids, stored_terms, previous, sign=-1)
+                write.add(stored_ids, stored_terms, item.class_index, sign=1)
                 if item.message_key in inserted:
                     old = inserted[item.message_key]
                     inserted[item.message_key] = StoredMessage(
@@ -277,7 +232,7 @@ def _write(
                     defects=item.defects,
                 )
             )
-        write.delta = _store_changes(conn, live, changes, generation)
+        write.store()
         now = datetime.now(UTC)
         insert_trained(conn, live.id, list(inserted.values()), trained_at=now)
         for key, class_index in sorted(relabelled.items()):
@@ -294,41 +249,19 @@ def _write(
             # positive, one to spam a false negative (the dashboard's two rates).
             counted[f"correction:{label}"] = counted["corrections"]
         add_activity(conn, live.id, hour=_this_hour(), events=counted)
-        write.generation = generation
-        write.new_token_ids, write.new_token_texts = new_ids, new_texts
-        write.class_docs, write.class_terms = changes.class_docs, changes.class_terms
         return results
 
-    results = rt.db.run(work)
-    _apply_after_commit(rt, live, write)
-    return results
+    return write_model(rt.db, rt.models, live, work)
 
 
-def _token_ids(
-    conn: Connection, live: LiveModel, items: list[_Item], generation: int
-) -> tuple[IntArray, list[str], list[tuple[IntArray, IntArray]]]:
-    """Return the ids given to tokens the model had never seen, their texts, and each item's
-    token ids (ascending) with their counts.
+def _token_ids(write: ModelWrite, items: list[_Item]) -> list[tuple[IntArray, IntArray]]:
+    """Return each item's token ids (ascending) with their counts.
 
     All items' token texts are looked up at once; new tokens get consecutive ids in the order
     they first appear.
     """
-    texts = list(chain.from_iterable(item.token_texts or () for item in items))
-    # Each distinct text is looked up (exactly: its stored text compared) once, not once per
-    # message it is in.
-    distinct = list(dict.fromkeys(texts))
-    with live.lock:  # other threads of this process may be applying changes to the index
-        distinct_ids = live.table.lookup(distinct, exact=True)
-    unknown = np.flatnonzero(distinct_ids < 0)
-    new_texts = [distinct[position] for position in unknown.tolist()]
-    new_ids = np.zeros(0, dtype=np.int64)
-    if new_texts:
-        first_id = allocate_token_ids(conn, live.id, len(new_texts))
-        insert_tokens(conn, live.id, first_id=first_id, texts=new_texts, generation=generation)
-        new_ids = np.arange(first_id, first_id + len(new_texts), dtype=np.int64)
-        distinct_ids[unknown] = new_ids
-    id_of = dict(zip(distinct, distinct_ids.tolist(), strict=True))
-    ids = np.fromiter(map(id_of.__getitem__, texts), np.int64, len(texts))
+    texts = [text for item in items for text in item.token_texts or ()]
+    ids = write.token_ids(texts)
     item_tokens: list[tuple[IntArray, IntArray]] = []
     start = 0
     for item in items:
@@ -340,97 +273,14 @@ def _token_ids(
         order = np.argsort(ids[start:end], kind="stable")
         item_tokens.append((ids[start:end][order], item.token_terms[order]))
         start = end
-    return new_ids, new_texts, item_tokens
-
-
-class _CountChanges:
-    """The (token, class) count changes of one transaction, gathered as arrays, summed once.
-
-    Replaces a dict updated token by token in Python: training 4,868 spamassassin messages
-    spent 30 % of its time there.
-    """
-
-    def __init__(self, n_classes: int) -> None:
-        self.n_classes = n_classes
-        self.class_docs = np.zeros(n_classes, dtype=np.int64)
-        self.class_terms = np.zeros(n_classes, dtype=np.int64)
-        self._token_ids: list[IntArray] = []
-        self._class_indices: list[IntArray] = []
-        self._docs: list[IntArray] = []
-        self._terms: list[IntArray] = []
-
-    def add(
-        self, token_ids: IntArray, token_terms: IntArray, class_index: int, *, sign: int
-    ) -> None:
-        """Add (sign=+1) or remove (-1) one message of class `class_index`."""
-        self._token_ids.append(token_ids)
-        self._class_indices.append(np.full(token_ids.size, class_index, dtype=np.int64))
-        self._docs.append(np.full(token_ids.size, sign, dtype=np.int64))
-        self._terms.append(sign * token_terms)
-        self.class_docs[class_index] += sign
-        self.class_terms[class_index] += sign * int(token_terms.sum())
-
-    def delta(self) -> CountDelta:
-        """Return the summed non-zero changes, sorted by (token_id, class_index)."""
-        if not self._token_ids:
-            empty = np.zeros(0, dtype=np.int64)
-            return CountDelta(empty, empty, empty, empty)
-        cells = np.concatenate(self._token_ids) * self.n_classes + np.concatenate(
-            self._class_indices
-        )
-        keys, position = np.unique(cells, return_inverse=True)
-        docs = np.zeros(keys.size, dtype=np.int64)
-        terms = np.zeros(keys.size, dtype=np.int64)
-        np.add.at(docs, position, np.concatenate(self._docs))
-        np.add.at(terms, position, np.concatenate(self._terms))
-        changed = (docs != 0) | (terms != 0)
-        keys = keys[changed]
-        return CountDelta(
-            token_ids=keys // self.n_classes,
-            class_indices=keys % self.n_classes,
-            docs=docs[changed],
-            terms=terms[changed],
-        )
-
-
-def _store_changes(
-    conn: Connection, live: LiveModel, changes: _CountChanges, generation: int
-) -> CountDelta:
-    """Write the accumulated changes; return them as the sorted delta that was stored."""
-    delta = changes.delta()
-    add_token_counts(conn, live.id, delta, generation=generation)
-    add_class_totals(
-        conn,
-        live.id,
-        class_docs=changes.class_docs.tolist(),
-        class_terms=changes.class_terms.tolist(),
-    )
-    return delta
-
-
-def _apply_after_commit(rt: Runtime, live: LiveModel, write: _Write) -> None:
-    assert write.delta is not None
-    assert write.class_docs is not None
-    assert write.class_terms is not None
-    applied = live.apply_own_write(
-        write.generation,
-        new_token_ids=write.new_token_ids
-        if write.new_token_ids is not None
-        else np.zeros(0, dtype=np.int64),
-        new_token_texts=write.new_token_texts or [],
-        delta=write.delta,
-        class_docs=write.class_docs,
-        class_terms=write.class_terms,
-    )
-    if not applied:
-        rt.models.sync(live)
+    return item_tokens
 
 
 def _items_for_message_id(
     rt: Runtime, live: LiveModel, message_id: str, class_index: int
 ) -> tuple[list[_Item], str | None]:
     """Find what to relabel or train for feedback that names only a message_id."""
-    rt.flush_classifications()
+    rt.flush_classifications(live.id)  # this model's records only: others wait for the flusher
     since = rt.retention_start()
 
     def look(conn: Connection) -> tuple[list[StoredMessage], str | None, _Item | None]:
@@ -480,7 +330,7 @@ def _classified_verdict(
     since = rt.retention_start()
     if since is None:
         return None
-    rt.flush_classifications()
+    rt.flush_classifications(live.id)
 
     def look(conn: Connection) -> str | None:
         record = find_classification(conn, live.id, message_id, since=since)
@@ -522,9 +372,8 @@ def _require_tokens(
             f"{rt.settings.train_time_budget_seconds:g} s; nothing was trained, retry later"
         )
     found = len(message.token_counts)
-    needed = live.config.min_train_tokens or (
-        1 if message.from_text else rt.settings.min_train_tokens
-    )
+    options = parse_config(live.options, classes=live.classes)
+    needed = options.min_train_tokens or (1 if message.from_text else rt.settings.min_train_tokens)
     if found < needed:
         raise TooFewTokens(
             f"{where}the message has {found} distinct tokens; training needs at least {needed}"

@@ -121,7 +121,7 @@ def import_records(
         with db.transaction(write=True) as conn:
             for number, record in enumerate(records, start=1):
                 importer.take(conn, number, record)
-            importer.finish()
+            importer.finish(conn)
     except IntegrityError as error:
         raise InvalidInput(f"the export does not fit the database: {error.orig}") from error
     return importer.summary
@@ -178,11 +178,13 @@ class _Importer:
         else:
             raise InvalidInput(f"{where}: unknown line type {kind!r}")
 
-    def finish(self) -> None:
+    def finish(self, conn: Connection) -> None:
         if self.columns is None:
             raise InvalidInput("the export is empty")
         if not self.ended:
             raise InvalidInput("the export ends early (no end line): nothing was imported")
+        for name in self.summary.models:  # the running totals an export does not carry
+            store_models.recount_vocabulary(conn, store_models.find_model(conn, name).id)
 
     def _header(self, where: str, record: dict[str, Any], kind: object) -> None:
         if kind != "header" or record.get("format") != FORMAT:

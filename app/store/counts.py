@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy import Connection, bindparam, delete, select, update
 
 from app.store.tables import class_totals, token_counts, tokens
 
@@ -257,6 +257,103 @@ def _fetch_chunks(
             yield rows
     finally:
         cursor.close()
+
+
+@dataclass(frozen=True)
+class MessageCounts:
+    """A model's rows for some token texts only: what scoring one message needs."""
+
+    token_ids: IntArray  # ascending
+    token_texts: list[str]  # in the order of token_ids
+    count_token_ids: IntArray
+    count_class_indices: IntArray
+    count_docs: IntArray
+    count_terms: IntArray
+    class_docs: IntArray
+    class_terms: IntArray
+
+
+def read_message_counts(
+    conn: Connection, model_id: int, texts: Sequence[str], *, n_classes: int
+) -> MessageCounts:
+    """Read the token ids, count rows and class totals a message's `texts` need, in the
+    caller's snapshot: one indexed lookup per 900 texts and the class totals, never the
+    whole model."""
+    distinct = list(dict.fromkeys(texts))
+    found: dict[int, str] = {}
+    rows: list[tuple[int, int, int, int]] = []
+    joined = tokens.outerjoin(
+        token_counts,
+        (token_counts.c.model_id == tokens.c.model_id)
+        & (token_counts.c.token_id == tokens.c.token_id),
+    )
+    for start in range(0, len(distinct), LOOKUP_CHUNK):
+        chunk = distinct[start : start + LOOKUP_CHUNK]
+        result = conn.execute(
+            select(
+                tokens.c.token_id,
+                tokens.c.text,
+                token_counts.c.class_index,
+                token_counts.c.docs,
+                token_counts.c.terms,
+            )
+            .select_from(joined)
+            .where(tokens.c.model_id == model_id, tokens.c.text.in_(chunk))
+        )
+        for token_id, text, class_index, docs, terms in result:
+            found[int(token_id)] = text
+            if class_index is not None:
+                rows.append((int(token_id), int(class_index), int(docs), int(terms)))
+    token_ids = np.array(sorted(found), dtype=np.int64)
+    counts = np.array(rows, dtype=np.int64).reshape(-1, 4)
+    class_docs, class_terms = read_class_totals(conn, model_id, n_classes)
+    return MessageCounts(
+        token_ids=token_ids,
+        token_texts=[found[token_id] for token_id in token_ids.tolist()],
+        count_token_ids=counts[:, 0].copy(),
+        count_class_indices=counts[:, 1].copy(),
+        count_docs=counts[:, 2].copy(),
+        count_terms=counts[:, 3].copy(),
+        class_docs=class_docs,
+        class_terms=class_terms,
+    )
+
+
+@dataclass(frozen=True)
+class TokenAges:
+    """Every count row of a model with the generation that last changed it."""
+
+    token_ids: IntArray
+    class_indices: IntArray
+    docs: IntArray
+    terms: IntArray
+    generations: IntArray
+
+
+_READ_AGES = (
+    f"SELECT token_id, class_index, docs, terms, generation FROM {token_counts.name} "
+    "WHERE model_id = ? AND generation > ?"
+)
+
+
+def read_token_ages(conn: Connection, model_id: int) -> TokenAges:
+    """Read every count row of the model, with its last-changed generation (for expiry)."""
+    parts = [
+        np.fromiter(chain.from_iterable(part), np.int64, 5 * len(part)).reshape(-1, 5)
+        for part in _fetch_chunks(conn, _READ_AGES, (model_id, -1))
+    ]
+    rows = np.concatenate(parts) if parts else np.zeros((0, 5), dtype=np.int64)
+    return TokenAges(*(rows[:, column].copy() for column in range(5)))
+
+
+def delete_tokens(conn: Connection, model_id: int, token_ids: Sequence[int]) -> None:
+    """Delete tokens and their count rows; their ids are never given out again."""
+    for start in range(0, len(token_ids), LOOKUP_CHUNK):
+        chunk = list(token_ids[start : start + LOOKUP_CHUNK])
+        for table in (token_counts, tokens):
+            conn.execute(
+                delete(table).where(table.c.model_id == model_id, table.c.token_id.in_(chunk))
+            )
 
 
 def read_token_counts(

@@ -12,7 +12,7 @@ from datetime import datetime
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 
 from app.store.models import as_utc
 from app.store.tables import classifications, trained_messages
@@ -198,7 +198,27 @@ def find_classification(
     )
 
 
-def expire_classifications(conn: Connection, *, before: datetime) -> int:
-    """Delete classifications older than `before`; return how many went."""
-    result = conn.execute(delete(classifications).where(classifications.c.classified_at < before))
-    return int(result.rowcount or 0)
+def expire_classifications(conn: Connection, *, before: datetime, limit: int | None = None) -> int:
+    """Delete classifications older than `before`, at most `limit` of them (the oldest);
+    return how many went."""
+    if limit is None:
+        result = conn.execute(
+            delete(classifications).where(classifications.c.classified_at < before)
+        )
+        return int(result.rowcount or 0)
+    oldest = (
+        select(classifications.c.model_id, classifications.c.message_key)
+        .where(classifications.c.classified_at < before)
+        .order_by(classifications.c.classified_at)
+        .limit(limit)
+    )
+    keys = [(int(model_id), str(key)) for model_id, key in conn.execute(oldest)]
+    if keys:
+        conn.execute(
+            delete(classifications).where(
+                classifications.c.model_id == bindparam("b_model_id"),
+                classifications.c.message_key == bindparam("b_message_key"),
+            ),
+            [{"b_model_id": model_id, "b_message_key": key} for model_id, key in keys],
+        )
+    return len(keys)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.errors import ModelExists, ModelNotFound
@@ -30,6 +30,8 @@ class ModelRow:
     generation: int
     n_tokens: int
     created_at: datetime
+    vocabulary: int = 0
+    epoch: int = 0
 
 
 def _row(row: Any) -> ModelRow:
@@ -41,6 +43,8 @@ def _row(row: Any) -> ModelRow:
         generation=row.generation,
         n_tokens=row.n_tokens,
         created_at=as_utc(row.created_at),
+        vocabulary=row.vocabulary,
+        epoch=row.epoch,
     )
 
 
@@ -92,6 +96,79 @@ def list_models(conn: Connection) -> list[ModelRow]:
     return [_row(row) for row in conn.execute(select(models).order_by(models.c.name))]
 
 
+@dataclass(frozen=True)
+class ModelTotals:
+    """A model's running totals, as /metrics and the model list show them."""
+
+    row: ModelRow
+    class_docs: list[int]  # trained messages by class index
+    trained_messages: int  # messages in the ledger
+    events: dict[str, int]  # all-time activity counters (empty unless asked for)
+
+    @property
+    def name(self) -> str:
+        return self.row.name
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        return self.row.classes
+
+    @property
+    def generation(self) -> int:
+        return self.row.generation
+
+    @property
+    def vocabulary(self) -> int:
+        return self.row.vocabulary
+
+
+def page_models(
+    conn: Connection, *, after: str | None, limit: int, trained: bool = True
+) -> list[ModelTotals]:
+    """Up to `limit` models whose names sort after `after`, with their class totals and
+    (when `trained`) ledger sizes: one statement, whatever the number of models."""
+    page = select(models).order_by(models.c.name).limit(limit)
+    if after is not None:
+        page = page.where(models.c.name > after)
+    chosen = page.subquery("chosen")
+    columns = [*chosen.c, class_totals.c.class_index, class_totals.c.docs]
+    if trained:
+        columns.append(
+            select(func.count())
+            .where(trained_messages.c.model_id == chosen.c.id)
+            .scalar_subquery()
+            .label("trained_messages")
+        )
+    rows = conn.execute(
+        select(*columns)
+        .join_from(chosen, class_totals, class_totals.c.model_id == chosen.c.id)
+        .order_by(chosen.c.name, class_totals.c.class_index)
+    )
+    found: dict[int, ModelTotals] = {}
+    for row in rows:
+        totals = found.get(row.id)
+        if totals is None:
+            totals = ModelTotals(_row(row), [], int(row.trained_messages) if trained else 0, {})
+            found[row.id] = totals
+        totals.class_docs.append(int(row.docs))
+    return list(found.values())
+
+
+def read_model_totals(conn: Connection) -> list[ModelTotals]:
+    """Every model's running totals and all-time activity, in name order, in two queries."""
+    totals = page_models(conn, after=None, limit=2**31 - 1, trained=False)
+    by_id = {model.row.id: model for model in totals}
+    rows = conn.execute(
+        select(activity.c.model_id, activity.c.event, func.sum(activity.c.count)).group_by(
+            activity.c.model_id, activity.c.event
+        )
+    )
+    for model_id, event, count in rows:
+        if model_id in by_id:
+            by_id[model_id].events[event] = int(count)
+    return totals
+
+
 def update_model_config(conn: Connection, model_id: int, config: dict[str, Any]) -> None:
     conn.execute(
         update(models)
@@ -107,17 +184,24 @@ def delete_model(conn: Connection, model_id: int) -> None:
     conn.execute(delete(models).where(models.c.id == model_id))
 
 
-def lock_and_bump_generation(conn: Connection, model_id: int, *, created_at: datetime) -> int:
+def lock_and_bump_generation(
+    conn: Connection, model_id: int, *, created_at: datetime, epoch: int | None = None
+) -> int:
     """Start a write on the model: take its row lock and return the new generation.
 
     Writers of one model queue here (PostgreSQL row lock; SQLite's database lock is already
     held), so generations commit in order and a change feed read by generation misses nothing.
     `created_at` tells the model apart from a later one that got the same id (SQLite reuses
     the highest id after a delete): ModelNotFound unless the row is the model the caller holds.
+    With `epoch`, also ModelNotFound when tokens expired since the caller read the model (its
+    copy must be read again).
     """
+    matching = [models.c.id == model_id, models.c.created_at == created_at]
+    if epoch is not None:
+        matching.append(models.c.epoch == epoch)
     generation = conn.execute(
         update(models)
-        .where(models.c.id == model_id, models.c.created_at == created_at)
+        .where(*matching)
         .values(generation=models.c.generation + 1)
         .returning(models.c.generation)
     ).scalar_one_or_none()
@@ -137,11 +221,38 @@ def allocate_token_ids(conn: Connection, model_id: int, count: int) -> int:
     return int(end) - count
 
 
-def read_generation(conn: Connection, model_id: int, *, created_at: datetime) -> int | None:
-    """Return the model's generation; None if it was deleted (or its id is now another's)."""
-    value = conn.execute(
-        select(models.c.generation).where(
-            models.c.id == model_id, models.c.created_at == created_at
+def add_vocabulary(conn: Connection, model_id: int, change: int) -> None:
+    """Move the model's vocabulary size by `change` (under the model's lock)."""
+    if change:
+        conn.execute(
+            update(models)
+            .where(models.c.id == model_id)
+            .values(vocabulary=models.c.vocabulary + change)
         )
-    ).scalar()
+
+
+def recount_vocabulary(conn: Connection, model_id: int) -> None:
+    """Set the model's vocabulary size from its count rows (after an import)."""
+    counted = (
+        select(func.count(func.distinct(token_counts.c.token_id)))
+        .where(token_counts.c.model_id == model_id, token_counts.c.docs > 0)
+        .scalar_subquery()
+    )
+    conn.execute(update(models).where(models.c.id == model_id).values(vocabulary=counted))
+
+
+def bump_epoch(conn: Connection, model_id: int) -> None:
+    """Tell every process holding the model to read it again (tokens were deleted)."""
+    conn.execute(update(models).where(models.c.id == model_id).values(epoch=models.c.epoch + 1))
+
+
+def read_generation(
+    conn: Connection, model_id: int, *, created_at: datetime, epoch: int | None = None
+) -> int | None:
+    """Return the model's generation; None if it was deleted (or its id is now another's), or
+    if its epoch is not `epoch` (tokens expired: the copy must be read again)."""
+    matching = [models.c.id == model_id, models.c.created_at == created_at]
+    if epoch is not None:
+        matching.append(models.c.epoch == epoch)
+    value = conn.execute(select(models.c.generation).where(*matching)).scalar()
     return None if value is None else int(value)

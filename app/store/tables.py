@@ -56,6 +56,12 @@ models = Table(
     Column("generation", BigInteger, nullable=False, default=0),
     Column("n_tokens", BigInteger, nullable=False, default=0),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    # Tokens counted in at least one trained message, kept by every write (/metrics and the
+    # model list read it instead of loading the model).
+    Column("vocabulary", BigInteger, nullable=False, default=0, server_default="0"),
+    # Bumped when tokens expire (rows deleted, which the change feed cannot show): a process
+    # holding the model reloads it.
+    Column("epoch", BigInteger, nullable=False, default=0, server_default="0"),
 )
 
 class_totals = Table(

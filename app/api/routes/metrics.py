@@ -7,11 +7,15 @@ prometheus-client's multiprocess mode sums every worker's counters in whichever 
 answers the scrape: `PROMETHEUS_MULTIPROC_DIR` names the directory where each worker keeps
 its values (`spamsift serve` makes and empties one).
 
-Of each model, read at scrape time by a collector: vocabulary size, generation and trained
-messages from the live models, and all-time activity (classifications by verdict, trainings,
-feedback, corrections, forgotten messages) from the database counters that /stats sums. These
-count every process and host sharing the database: aggregate them across several spamsift
-instances with max(), not sum().
+Of each model, read at scrape time by a collector without loading any model: vocabulary
+size, generation and trained messages from the database's running totals, and all-time
+activity (classifications by verdict, trainings, feedback, corrections, forgotten messages)
+from the database counters that /stats sums. These count every process and host sharing the
+database: aggregate them across several spamsift instances with max(), not sum().
+
+Of the process answering the scrape: the models it holds in memory, their estimated bytes
+against the budget (`SPAMSIFT_LIVE_MODELS_MAX_MB`), models loaded and evicted, and the
+classification records it buffers for the database.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ from starlette.responses import Response as StarletteResponse
 
 from app.api.auth import AUTH_ERRORS, requires
 from app.errors import DatabaseUnavailable, SpamsiftError
-from app.service.model_figures import ModelFigures, read_model_figures
+from app.live.models import HeldFigures
+from app.service.model_figures import ModelFigures, read_held_figures, read_model_figures
 from app.service.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -102,7 +107,7 @@ class ModelCollector(Collector):
         self.metrics = metrics
 
     def describe(self) -> Iterator[Metric]:
-        return iter(_model_families([]))
+        return iter(_model_families([]) + _held_families(None, 0, 0))
 
     def collect(self) -> Iterator[Metric]:
         try:
@@ -111,13 +116,61 @@ class ModelCollector(Collector):
             self.metrics.database_errors.labels("/metrics").inc()
             log.warning("model figures left out of /metrics: the database is unavailable")
             figures = []
-        return iter(_model_families(figures))
+        held = _held_families(
+            read_held_figures(self.runtime),
+            self.runtime.log.buffered(),
+            self.runtime.log.dropped,
+        )
+        return iter(_model_families(figures) + held)
+
+
+def _held_families(held: HeldFigures | None, buffered: int, dropped: int) -> list[Metric]:
+    models = GaugeMetricFamily(
+        "spamsift_live_models", "Models this process holds in memory", labels=[]
+    )
+    held_bytes = GaugeMetricFamily(
+        "spamsift_live_model_bytes",
+        "Estimated memory of the models this process holds",
+        labels=[],
+    )
+    budget = GaugeMetricFamily(
+        "spamsift_live_model_budget_bytes",
+        "Memory budget of the models one process holds (0: none)",
+        labels=[],
+    )
+    loads = CounterMetricFamily(
+        "spamsift_live_model_loads", "Models this process read into memory", labels=[]
+    )
+    evictions = CounterMetricFamily(
+        "spamsift_live_model_evictions",
+        "Models this process dropped from memory to stay within the budget",
+        labels=[],
+    )
+    records = GaugeMetricFamily(
+        "spamsift_buffered_classification_records",
+        "Classification records this process holds for the database",
+        labels=[],
+    )
+    lost = CounterMetricFamily(
+        "spamsift_dropped_classification_records",
+        "Classification records dropped by the per-process cap while the database was down",
+        labels=[],
+    )
+    if held is not None:
+        models.add_metric([], held.models)
+        held_bytes.add_metric([], held.bytes)
+        budget.add_metric([], held.max_bytes)
+        loads.add_metric([], held.loads)
+        evictions.add_metric([], held.evictions)
+        records.add_metric([], buffered)
+        lost.add_metric([], dropped)
+    return [models, held_bytes, budget, loads, evictions, records, lost]
 
 
 def _model_families(figures: list[ModelFigures]) -> list[Metric]:
     generation = GaugeMetricFamily(
         "spamsift_model_generation",
-        "Generation of the model this process holds (bumped by every training write)",
+        "Generation of the model (bumped by every write to it)",
         labels=["model"],
     )
     vocabulary = GaugeMetricFamily(

@@ -19,7 +19,14 @@ from app.api.schemas import ModelList, ModelResponse
 from app.errors import NotConfirmed
 from app.service.dashboard import model_stats
 from app.service.keys import ApiKey
-from app.service.models import create_model, delete_model, get_model, list_models, update_model
+from app.service.models import (
+    MAX_PAGE,
+    create_model,
+    delete_model,
+    get_model,
+    list_models,
+    update_model,
+)
 
 router = APIRouter(
     prefix="/v1/models", tags=["models"], dependencies=[requires("admin")], responses=AUTH_ERRORS
@@ -38,10 +45,16 @@ def create(body: CreateModelInput, rt: RuntimeDep) -> ModelResponse:
     return ModelResponse.of(info)
 
 
-@router.get("", responses=error_responses(503))
-def list_all(rt: RuntimeDep) -> ModelList:
-    """List every model with its options and message counts."""
-    return ModelList(models=[ModelResponse.of(info) for info in list_models(rt)])
+@router.get("", responses=error_responses(422, 503))
+def list_all(
+    rt: RuntimeDep,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    after: Annotated[str | None, Query(max_length=64)] = None,
+) -> ModelList:
+    """List models by name with their options and message counts, `limit` at a time; pass the
+    answer's `next` as `after` for the next page."""
+    page = list_models(rt, after=after, limit=limit)
+    return ModelList(models=[ModelResponse.of(info) for info in page.models], next=page.next)
 
 
 @router.get("/{name}", responses=error_responses(404, 422, 503))

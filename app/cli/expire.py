@@ -1,0 +1,65 @@
+"""`spamsift expire [--model NAME] [--max-tokens N]`: bound the database's growth.
+
+Deletes tokens beyond the maximum (SPAMSIFT_MAX_TOKENS_PER_MODEL unless --max-tokens is
+given; dead tokens, all of whose counts are zero, in any case) and classification records
+past SPAMSIFT_RETENTION_DAYS, as a server does periodically. app/service/expiry.py says
+which tokens go first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from app.config import Settings
+from app.errors import SpamsiftError
+
+
+def add_expire_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    expire = commands.add_parser(
+        "expire",
+        help="delete the least useful tokens beyond a maximum, and old classification records",
+        description="Keep at most N tokens per model: tokens whose counts are all zero go "
+        "first, then the least recently seen and least informative. Also deletes "
+        "classification records older than SPAMSIFT_RETENTION_DAYS. Trained messages can "
+        "still be forgotten or relabelled exactly afterwards.",
+    )
+    expire.add_argument("--model", help="only this model (default: every model)")
+    expire.add_argument(
+        "--max-tokens",
+        type=int,
+        help="tokens to keep per model (default: SPAMSIFT_MAX_TOKENS_PER_MODEL; 0 there "
+        "keeps every token that still counts)",
+    )
+    expire.set_defaults(run=run_expire)
+
+
+def run_expire(args: argparse.Namespace) -> int:
+    from app.service.expiry import expire_all, expire_tokens
+    from app.service.runtime import Runtime
+    from app.store.migrate import upgrade_schema
+
+    settings = Settings()
+    configured = settings.max_tokens_per_model or None
+    max_tokens = args.max_tokens if args.max_tokens is not None else configured
+    rt = Runtime(settings)
+    try:
+        upgrade_schema(rt.db)
+        limit = max_tokens if max_tokens is not None else 2**62  # dead tokens only
+        if args.model:
+            results = [expire_tokens(rt, model_name=args.model, max_tokens=limit)]
+        else:
+            results = expire_all(rt, max_tokens=limit)
+        records = rt.expire()
+    except SpamsiftError as error:
+        print(f"spamsift expire: {error.message}", file=sys.stderr)
+        return 1
+    finally:
+        rt.close()
+    for result in results:
+        print(
+            f"model {result.model}: removed {result.removed} tokens "
+            f"({result.trained_removed} still counted), {result.kept} kept"
+        )
+    print(f"removed {records} classification records past the retention period")
+    return 0

@@ -1,0 +1,161 @@
+"""The classification records and activity counters a process buffers between flushes.
+
+Classifying only reads, so that it never waits on a writer: the record of each classification
+(kept `retention_days` for feedback by message_id) and the dashboard's counters are buffered
+here and written by a background thread about once a second, in one small transaction.
+
+The buffer is bounded per process, not per model: while the database is unreachable it keeps
+at most `max_records` records (about 3.1 KB each), the oldest dropped first, whatever the
+number of models.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import Connection
+
+from app.errors import DatabaseUnavailable, StorageFull
+from app.store.activity import add_activity
+from app.store.engine import Database
+from app.store.ledger import ClassificationRecord, expire_classifications, insert_classifications
+
+log = logging.getLogger(__name__)
+
+FLUSH_INTERVAL_SECONDS = 1.0
+PRUNE_INTERVAL_SECONDS = 300.0
+MAX_BUFFERED_RECORDS = 100_000  # per process; beyond this (database down long) oldest dropped
+PRUNE_CHUNK_ROWS = 500  # rows deleted per transaction: a writer waits for one chunk at most
+
+
+class ClassificationLog:
+    """Buffered classification records (by model) and activity counters (by model, hour)."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        retention_days: float,
+        max_records: int = MAX_BUFFERED_RECORDS,
+    ) -> None:
+        self.db = db
+        self.retention_days = retention_days
+        self.max_records = max_records
+        self.dropped = 0  # records dropped by the cap since the process started
+        self._records: list[tuple[int, ClassificationRecord]] = []  # oldest first
+        self._events: dict[tuple[int, datetime], Counter[str]] = defaultdict(Counter)
+        self._buffer_lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
+        self._last_prune = 0.0
+        self.periodic: list[Callable[[], object]] = []  # more work for the background thread
+
+    def retention_start(self) -> datetime | None:
+        """The oldest classification time still kept, or None when nothing is kept."""
+        if self.retention_days <= 0:
+            return None
+        return datetime.now(UTC) - timedelta(days=self.retention_days)
+
+    def buffered(self) -> int:
+        with self._buffer_lock:
+            return len(self._records)
+
+    def record(
+        self, model_id: int, records: list[ClassificationRecord], events: Counter[str]
+    ) -> None:
+        hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+        with self._buffer_lock:
+            if self.retention_days > 0:
+                self._records.extend((model_id, record) for record in records)
+                self._cap()
+            self._events[(model_id, hour)].update(events)
+
+    def flush(self, model_id: int | None = None) -> None:
+        """Write buffered records and counters in one transaction; with `model_id`, only that
+        model's records (what feedback by message_id needs), leaving the rest to the flusher."""
+        with self._flush_lock:
+            with self._buffer_lock:
+                if model_id is None:
+                    records, self._records = self._records, []
+                    events, self._events = self._events, defaultdict(Counter)
+                else:
+                    records = [entry for entry in self._records if entry[0] == model_id]
+                    if records:
+                        self._records = [entry for entry in self._records if entry[0] != model_id]
+                    events = defaultdict(Counter)
+            if not records and not events:
+                return
+            by_model: dict[int, list[ClassificationRecord]] = defaultdict(list)
+            for owner, record in records:
+                by_model[owner].append(record)
+
+            def work(conn: Connection) -> None:
+                for owner, model_records in sorted(by_model.items()):
+                    insert_classifications(conn, owner, model_records)
+                for (owner, hour), counter in sorted(events.items()):
+                    add_activity(conn, owner, hour=hour, events=counter)
+
+            try:
+                self.db.run(work)
+            except (DatabaseUnavailable, StorageFull):
+                with self._buffer_lock:  # keep them for the next attempt, oldest first
+                    self._records[:0] = records
+                    self._cap()
+                    for key, counter in events.items():
+                        self._events[key].update(counter)
+                raise
+
+    def prune(self, *, chunk_rows: int = PRUNE_CHUNK_ROWS) -> int:
+        """Delete records past the retention period, `chunk_rows` per transaction; return how
+        many went. Each chunk is a short write: a training queued behind it waits for one chunk,
+        never for the whole pruning."""
+        before = self.retention_start() or datetime.now(UTC) + timedelta(seconds=1)
+        removed = 0
+        while True:
+            count = self.db.run(
+                lambda conn: expire_classifications(conn, before=before, limit=chunk_rows)
+            )
+            removed += count
+            if count < chunk_rows:
+                return removed
+
+    def start(self) -> None:
+        """Start the background flusher (the server does; short-lived CLI commands need not)."""
+        if self._flusher is None:
+            self._stop.clear()
+            self._flusher = threading.Thread(
+                target=self._run_flusher, name="spamsift-flush", daemon=True
+            )
+            self._flusher.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._flusher is not None:
+            self._flusher.join(timeout=10)
+            self._flusher = None
+
+    def _cap(self) -> None:
+        excess = len(self._records) - self.max_records
+        if excess > 0:
+            del self._records[:excess]
+            self.dropped += excess
+
+    def _run_flusher(self) -> None:
+        while not self._stop.wait(FLUSH_INTERVAL_SECONDS):
+            try:
+                self.flush()
+                if time.monotonic() - self._last_prune > PRUNE_INTERVAL_SECONDS:
+                    self._last_prune = time.monotonic()
+                    self.prune()
+                    for work in self.periodic:
+                        work()
+            except (DatabaseUnavailable, StorageFull):
+                log.warning("database unavailable or full; classification records stay buffered")
+            except Exception:  # the flusher must outlive any one bad flush
+                log.exception("flushing classification records failed")

@@ -1,0 +1,320 @@
+"""A write to a model: the one way any use case changes a model's counts.
+
+Train, batch, feedback, forget, a bogofilter import and token expiry all go through
+`ModelWrite`, inside the caller's one transaction:
+
+1. take the model's row lock and bump its generation (writers of one model queue there, so
+   generations commit in order and a change feed read by generation misses nothing);
+2. catch this process's copy up to the generation before, so its token ids are exact;
+3. give new token texts ids (allocated under the lock) and store them;
+4. gather count changes (`add`), and store them as one sorted delta plus class totals;
+
+then, after the commit (`write_model`), apply the same changes to the live copy in place, or
+read the change feed when another write came in between.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import numpy as np
+from sqlalchemy import Connection
+
+from app.bayes.counts import IntArray
+from app.live.models import LiveModel, LiveModels
+from app.store.counts import (
+    CountDelta,
+    add_class_totals,
+    add_token_counts,
+    delete_tokens,
+    insert_tokens,
+)
+from app.store.engine import Database
+from app.store.models import (
+    ModelRow,
+    add_vocabulary,
+    allocate_token_ids,
+    bump_epoch,
+    lock_and_bump_generation,
+)
+
+T = TypeVar("T")
+
+
+class ModelWrite:
+    """One transaction's write to one model; made by `write_model`, never kept after it."""
+
+    def __init__(self, conn: Connection, live: LiveModel) -> None:
+        self.conn = conn
+        self.live = live
+        self.generation = lock_and_bump_generation(
+            conn, live.id, created_at=live.created_at, epoch=live.epoch
+        )
+        live.catch_up(conn, self.generation - 1)  # now the in-memory token ids are exact
+        self._changes = _CountChanges(len(live.classes))
+        self._new_ids: list[IntArray] = []
+        self._new_texts: list[str] = []
+        self._stored: CountDelta | None = None
+        self._removed = False
+
+    @property
+    def model_id(self) -> int:
+        return self.live.id
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        return self.live.classes
+
+    def token_ids(self, texts: Sequence[str]) -> IntArray:
+        """Return the id of each of `texts` (repeats allowed), giving unknown texts new ids.
+
+        Each distinct text is looked up (exactly: its stored text compared) once; new tokens
+        get consecutive ids in the order they first appear, and are stored now.
+        """
+        distinct = list(dict.fromkeys(texts))
+        with self.live.lock:  # other threads of this process may be applying changes
+            distinct_ids = self.live.table.lookup(distinct, exact=True)
+        # Texts given new ids earlier in this write are not in the table until after commit.
+        earlier = (
+            dict(zip(self._new_texts, np.concatenate(self._new_ids).tolist(), strict=True))
+            if self._new_texts
+            else {}
+        )
+        for position in np.flatnonzero(distinct_ids < 0).tolist():
+            known = earlier.get(distinct[position])
+            if known is not None:
+                distinct_ids[position] = known
+        unknown = np.flatnonzero(distinct_ids < 0)
+        new_texts = [distinct[position] for position in unknown.tolist()]
+        if new_texts:
+            first_id = allocate_token_ids(self.conn, self.live.id, len(new_texts))
+            insert_tokens(
+                self.conn,
+                self.live.id,
+                first_id=first_id,
+                texts=new_texts,
+                generation=self.generation,
+            )
+            new_ids = np.arange(first_id, first_id + len(new_texts), dtype=np.int64)
+            distinct_ids[unknown] = new_ids
+            self._new_ids.append(new_ids)
+            self._new_texts.extend(new_texts)
+        id_of = dict(zip(distinct, distinct_ids.tolist(), strict=True))
+        return np.fromiter(map(id_of.__getitem__, texts), np.int64, len(texts))
+
+    def add(
+        self, token_ids: IntArray, token_terms: IntArray, class_index: int, *, sign: int
+    ) -> None:
+        """Add (sign=+1) or remove (-1) one message of class `class_index`.
+
+        A message from a ledger may name tokens that expired since it was trained: only the
+        tokens that remain are counted (their counts still hold this message's share, since
+        expiry deletes whole tokens), so forget and relabel stay exact and never negative.
+        """
+        if self.live.epoch:  # some tokens expired once: keep those known or made just now
+            keep = self.live.present(token_ids)
+            if self._new_ids and not keep.all():
+                keep |= np.isin(token_ids, np.concatenate(self._new_ids))
+            if not keep.all():
+                token_ids, token_terms = token_ids[keep], token_terms[keep]
+        self._changes.add(token_ids, token_terms, class_index, sign=sign)
+
+    def remove_tokens(self, token_ids: IntArray) -> int:
+        """Delete tokens and their counts (expiry); return how many were trained tokens.
+
+        Their terms leave the class term totals; the class message counts stay. Every process
+        holding the model reads it again (the epoch moves).
+        """
+        if not token_ids.size:
+            return 0
+        with self.live.lock:
+            docs = self.live.table.token_docs[:, token_ids]
+            terms = self.live.table.token_terms[:, token_ids]
+        self._changes.class_terms -= terms.sum(axis=1)
+        delete_tokens(self.conn, self.live.id, sorted(token_ids.tolist()))
+        trained = int(np.count_nonzero(docs.sum(axis=0)))
+        add_vocabulary(self.conn, self.live.id, -trained)
+        bump_epoch(self.conn, self.live.id)
+        self._removed = True
+        return trained
+
+    def add_counts(
+        self,
+        token_ids: IntArray,
+        class_indices: IntArray,
+        docs: IntArray,
+        terms: IntArray,
+        *,
+        class_docs: IntArray,
+    ) -> None:
+        """Add counts that are not whole messages (an imported wordlist): per (token, class)
+        cell, and `class_docs` messages per class; the class terms follow from `terms`."""
+        self._changes.add_cells(token_ids, class_indices, docs, terms, class_docs=class_docs)
+
+    def store(self) -> CountDelta:
+        """Write the gathered changes (once); return them as the sorted delta stored."""
+        if self._stored is None:
+            delta = self._changes.delta()
+            add_token_counts(self.conn, self.live.id, delta, generation=self.generation)
+            add_vocabulary(self.conn, self.live.id, self._vocabulary_change(delta))
+            add_class_totals(
+                self.conn,
+                self.live.id,
+                class_docs=self._changes.class_docs.tolist(),
+                class_terms=self._changes.class_terms.tolist(),
+            )
+            self._stored = delta
+        return self._stored
+
+    def _vocabulary_change(self, delta: CountDelta) -> int:
+        """Tokens this delta brings into (+) or drops out of (-) the trained vocabulary.
+
+        Exact: the live copy was caught up to the previous generation under the model's lock.
+        """
+        if not delta.token_ids.size:
+            return 0
+        token_ids, position = np.unique(delta.token_ids, return_inverse=True)
+        added = np.zeros(token_ids.size, dtype=np.int64)
+        np.add.at(added, position, delta.docs)
+        before = np.zeros(token_ids.size, dtype=np.int64)
+        with self.live.lock:
+            held = token_ids < self.live.table.n_tokens
+            before[held] = self.live.table.token_docs[:, token_ids[held]].sum(axis=0)
+        after = before + added
+        return int(np.count_nonzero((before == 0) & (after > 0))) - int(
+            np.count_nonzero((before > 0) & (after == 0))
+        )
+
+    def apply(self, models: LiveModels) -> None:
+        """After the commit: update the live copy in place, or read the feed if behind."""
+        assert self._stored is not None
+        if self._removed:  # deletions are not in any feed: read the model again when used
+            models.forget(self.live.name)
+            return
+        new_ids = np.concatenate(self._new_ids) if self._new_ids else np.zeros(0, np.int64)
+        applied = self.live.apply_own_write(
+            self.generation,
+            new_token_ids=new_ids,
+            new_token_texts=self._new_texts,
+            delta=self._stored,
+            class_docs=self._changes.class_docs,
+            class_terms=self._changes.class_terms,
+        )
+        if not applied:
+            models.sync(self.live)
+        else:
+            models.resize(self.live)
+
+
+def write_model(
+    db: Database, models: LiveModels, live: LiveModel, work: Callable[[ModelWrite], T]
+) -> T:
+    """Run `work` on a write to `live` in one transaction; apply it to `live` after commit.
+
+    `work` may run more than once (the transaction is retried on a deadlock or a
+    serialization failure); each run gets a fresh write, and only the committed one is applied.
+    """
+    writes: list[ModelWrite] = []
+
+    def run(conn: Connection) -> T:
+        write = ModelWrite(conn, live)
+        writes[:] = [write]
+        result = work(write)
+        write.store()
+        return result
+
+    result = db.run(run)
+    writes[-1].apply(models)
+    return result
+
+
+def create_and_write(
+    db: Database,
+    models: LiveModels,
+    create: Callable[[Connection], ModelRow],
+    work: Callable[[ModelWrite], T],
+) -> T:
+    """Make a model (`create` inserts its row) and write to it in the same transaction, so a
+    failed write leaves no model; hold it in this process after the commit."""
+    writes: list[ModelWrite] = []
+
+    def run(conn: Connection) -> T:
+        row = create(conn)
+        live = LiveModel.empty(row, models.engine_config)
+        live.synced_generation = row.generation  # nothing to read: it was made just now
+        write = ModelWrite(conn, live)
+        writes[:] = [write]
+        result = work(write)
+        write.store()
+        return result
+
+    result = db.run(run)
+    models.hold(writes[-1].live)
+    writes[-1].apply(models)
+    return result
+
+
+class _CountChanges:
+    """The (token, class) count changes of one transaction, gathered as arrays, summed once.
+
+    Replaces a dict updated token by token in Python: training 4,868 spamassassin messages
+    spent 30 % of its time there.
+    """
+
+    def __init__(self, n_classes: int) -> None:
+        self.n_classes = n_classes
+        self.class_docs = np.zeros(n_classes, dtype=np.int64)
+        self.class_terms = np.zeros(n_classes, dtype=np.int64)
+        self._token_ids: list[IntArray] = []
+        self._class_indices: list[IntArray] = []
+        self._docs: list[IntArray] = []
+        self._terms: list[IntArray] = []
+
+    def add(
+        self, token_ids: IntArray, token_terms: IntArray, class_index: int, *, sign: int
+    ) -> None:
+        self._token_ids.append(token_ids)
+        self._class_indices.append(np.full(token_ids.size, class_index, dtype=np.int64))
+        self._docs.append(np.full(token_ids.size, sign, dtype=np.int64))
+        self._terms.append(sign * token_terms)
+        self.class_docs[class_index] += sign
+        self.class_terms[class_index] += sign * int(token_terms.sum())
+
+    def add_cells(
+        self,
+        token_ids: IntArray,
+        class_indices: IntArray,
+        docs: IntArray,
+        terms: IntArray,
+        *,
+        class_docs: IntArray,
+    ) -> None:
+        self._token_ids.append(token_ids)
+        self._class_indices.append(class_indices)
+        self._docs.append(docs)
+        self._terms.append(terms)
+        self.class_docs += class_docs
+        np.add.at(self.class_terms, class_indices, terms)
+
+    def delta(self) -> CountDelta:
+        """Return the summed non-zero changes, sorted by (token_id, class_index)."""
+        if not self._token_ids:
+            empty = np.zeros(0, dtype=np.int64)
+            return CountDelta(empty, empty, empty, empty)
+        cells = np.concatenate(self._token_ids) * self.n_classes + np.concatenate(
+            self._class_indices
+        )
+        keys, position = np.unique(cells, return_inverse=True)
+        docs = np.zeros(keys.size, dtype=np.int64)
+        terms = np.zeros(keys.size, dtype=np.int64)
+        np.add.at(docs, position, np.concatenate(self._docs))
+        np.add.at(terms, position, np.concatenate(self._terms))
+        changed = (docs != 0) | (terms != 0)
+        keys = keys[changed]
+        return CountDelta(
+            token_ids=keys // self.n_classes,
+            class_indices=keys % self.n_classes,
+            docs=docs[changed],
+            terms=terms[changed],
+        )

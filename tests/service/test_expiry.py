@@ -1,0 +1,172 @@
+"""Token expiry: at most max_tokens per model, dead tokens first, then oldest and weakest;
+forget and relabel stay exact afterwards, other processes read the model again."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import func, select
+
+from app.config import Settings
+from app.service.classification import classify
+from app.service.expiry import expire_tokens
+from app.service.messages import Message
+from app.service.runtime import Runtime
+from app.service.training import apply_feedback, forget, train
+from app.store.engine import Database
+from app.store.models import find_model
+from app.store.tables import class_totals, token_counts, tokens
+from tests.builders import ham_text, spam_text, train_examples
+
+
+def table_figures(db: Database, model: str = "default") -> dict[str, int]:
+    with db.transaction(write=False) as conn:
+        row = find_model(conn, model)
+        where = token_counts.c.model_id == row.id
+        return {
+            "tokens": int(
+                conn.execute(
+                    select(func.count()).select_from(tokens).where(tokens.c.model_id == row.id)
+                ).scalar_one()
+            ),
+            "negative": int(
+                conn.execute(
+                    select(func.count()).where(
+                        where, (token_counts.c.docs < 0) | (token_counts.c.terms < 0)
+                    )
+                ).scalar_one()
+            ),
+            "positive": int(
+                conn.execute(
+                    select(func.count()).where(
+                        where, (token_counts.c.docs > 0) | (token_counts.c.terms > 0)
+                    )
+                ).scalar_one()
+            ),
+            "class_docs": int(
+                conn.execute(
+                    select(func.sum(class_totals.c.docs)).where(class_totals.c.model_id == row.id)
+                ).scalar_one()
+            ),
+            "class_terms": int(
+                conn.execute(
+                    select(func.sum(class_totals.c.terms)).where(class_totals.c.model_id == row.id)
+                ).scalar_one()
+            ),
+            "terms_in_rows": int(
+                conn.execute(
+                    select(func.coalesce(func.sum(token_counts.c.terms), 0)).where(where)
+                ).scalar_one()
+            ),
+            "vocabulary": row.vocabulary,
+        }
+
+
+@pytest.fixture
+def second_runtime(settings: Settings) -> Iterator[Runtime]:
+    rt = Runtime(settings)
+    yield rt
+    rt.close()
+
+
+def test_expiry_keeps_at_most_max_tokens_and_the_totals_agree(runtime: Runtime) -> None:
+    train_examples(runtime, 8, 8)
+    before = table_figures(runtime.db)
+
+    result = expire_tokens(runtime, model_name="default", max_tokens=40)
+
+    after = table_figures(runtime.db)
+    assert before["tokens"] > 40
+    assert result.kept == after["tokens"] == after["vocabulary"] == 40
+    assert result.removed == before["tokens"] - 40
+    assert after["class_docs"] == before["class_docs"]  # messages stay counted
+    assert after["class_terms"] == after["terms_in_rows"]  # terms leave with their tokens
+    verdict = classify(runtime, model_name="default", message=Message(text=spam_text(90)))
+    assert verdict.tokens <= 40
+
+
+def test_the_least_recently_seen_tokens_go_first(runtime: Runtime) -> None:
+    train(runtime, model_name="default", message=Message(text="old " * 3 + spam_text(1)),
+          label="spam")  # fmt: skip
+    train(runtime, model_name="default", message=Message(text=ham_text(2)), label="ham")
+    recent = runtime.models.get("default").table.n_tokens
+    train(runtime, model_name="default", message=Message(text=spam_text(3)), label="spam")
+    with runtime.db.transaction(write=False) as conn:
+        model_id = find_model(conn, "default").id
+        newest = conn.execute(select(func.max(token_counts.c.generation)).where(
+            token_counts.c.model_id == model_id)).scalar_one()  # fmt: skip
+        last = set(conn.execute(select(token_counts.c.token_id).where(
+            token_counts.c.model_id == model_id,
+            token_counts.c.generation == newest)).scalars())  # fmt: skip
+
+    expire_tokens(runtime, model_name="default", max_tokens=len(last))
+
+    with runtime.db.transaction(write=False) as conn:
+        kept = set(conn.execute(select(tokens.c.token_id).where(
+            tokens.c.model_id == model_id)).scalars())  # fmt: skip
+    assert kept == last
+    assert recent > 0
+
+
+def test_forget_and_relabel_after_expiry_are_exact_and_never_negative(
+    runtime: Runtime, second_runtime: Runtime
+) -> None:
+    trained = train_examples(runtime, 10, 10)
+    second_runtime.models.get("default")  # another process holds the model meanwhile
+    expire_tokens(runtime, model_name="default", max_tokens=30)
+
+    # The other process notices the expiry (its copy is stale) and writes exactly.
+    apply_feedback(second_runtime, model_name="default", label="ham",
+                   message_id=trained[0].message_id, message=None)  # fmt: skip
+    figures = table_figures(runtime.db)
+    assert figures["negative"] == 0
+    assert figures["class_terms"] == figures["terms_in_rows"]
+    later = train(second_runtime, model_name="default", message=Message(text=spam_text(95)),
+                  label="spam")  # fmt: skip
+    figures = table_figures(runtime.db)
+    assert figures["class_terms"] == figures["terms_in_rows"]  # re-seen tokens counted whole
+    for example in trained:
+        forget(runtime, model_name="default", message_id=example.message_id)
+    forget(second_runtime, model_name="default", message_id=later.message_id)
+
+    figures = table_figures(runtime.db)
+    assert figures["negative"] == 0
+    assert figures["positive"] == 0
+    assert figures["class_docs"] == 0
+    assert figures["class_terms"] == 0
+    assert figures["vocabulary"] == 0
+    live = second_runtime.models.get("default")
+    assert not live.table.token_docs.any()
+    assert not live.table.class_docs.any()
+    # Nothing but dead tokens is left, and expiry removes them.
+    assert expire_tokens(runtime, model_name="default", max_tokens=1000).kept == 0
+    assert table_figures(runtime.db)["tokens"] == 0
+
+
+def test_a_stream_with_periodic_expiry_levels_off_at_the_maximum(settings: Settings) -> None:
+    """Train a stream; the server's periodic work (run here by hand, as its flusher does every
+    five minutes) keeps the tokens at the maximum while the stream goes on."""
+    rt = Runtime(settings.model_copy(update={"max_tokens_per_model": 60}))
+    try:
+        rt.start()
+        assert len(rt.log.periodic) == 1  # expiry joins the flusher's periodic work
+        sizes = []
+        for round_ in range(5):
+            for i in range(6):
+                n = round_ * 6 + i
+                train(rt, model_name="default", message=Message(text=spam_text(n)),
+                      label="spam")  # fmt: skip
+                train(rt, model_name="default", message=Message(text=ham_text(n)), label="ham")
+            grown = table_figures(rt.db)["tokens"]
+            for work in rt.log.periodic:
+                work()
+            figures = table_figures(rt.db)
+            sizes.append(figures["tokens"])
+            assert grown > 60
+            assert figures["tokens"] == figures["vocabulary"] == 60
+            assert figures["class_terms"] == figures["terms_in_rows"]
+            assert figures["negative"] == 0
+        assert sizes == [60] * 5
+    finally:
+        rt.close()

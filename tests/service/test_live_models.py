@@ -1,0 +1,267 @@
+"""The process's room: the one write path, running totals, memory budget, the record buffer."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+from sqlalchemy import func, select
+
+from app.config import Settings
+from app.errors import DatabaseUnavailable
+from app.live.models import LiveModel
+from app.live.records import ClassificationLog
+from app.service.bogofilter import import_bogofilter, read_wordlist
+from app.service.classification import classify
+from app.service.messages import Message
+from app.service.model_figures import read_model_figures
+from app.service.models import create_model, list_models
+from app.service.runtime import Runtime
+from app.service.training import apply_feedback, forget, train
+from app.store.engine import Database
+from app.store.ledger import ClassificationRecord
+from app.store.models import find_model
+from app.store.tables import classifications, token_counts
+from tests.builders import ham_text, spam_text, train_examples
+
+
+def vocabulary_in_rows(db: Database, model: str = "default") -> int:
+    with db.transaction(write=False) as conn:
+        model_id = find_model(conn, model).id
+        docs = (
+            select(token_counts.c.token_id)
+            .where(token_counts.c.model_id == model_id)
+            .group_by(token_counts.c.token_id)
+            .having(func.sum(token_counts.c.docs) > 0)
+            .subquery()
+        )
+        return int(conn.execute(select(func.count()).select_from(docs)).scalar_one())
+
+
+def stored_vocabulary(db: Database, model: str = "default") -> int:
+    with db.transaction(write=False) as conn:
+        return find_model(conn, model).vocabulary
+
+
+@pytest.fixture
+def second_runtime(settings: Settings) -> Iterator[Runtime]:
+    rt = Runtime(settings)
+    yield rt
+    rt.close()
+
+
+def test_the_stored_vocabulary_follows_train_relabel_and_forget_exactly(runtime: Runtime) -> None:
+    trained = train_examples(runtime, 4, 4)
+    assert stored_vocabulary(runtime.db) == vocabulary_in_rows(runtime.db) > 0
+    first = trained[0]
+    apply_feedback(runtime, model_name="default", label="ham", message_id=first.message_id,
+                   message=None)  # fmt: skip
+    assert stored_vocabulary(runtime.db) == vocabulary_in_rows(runtime.db)
+    for example in trained:
+        forget(runtime, model_name="default", message_id=example.message_id)
+        assert stored_vocabulary(runtime.db) == vocabulary_in_rows(runtime.db)
+    assert stored_vocabulary(runtime.db) == 0
+
+
+def test_two_processes_writing_in_turn_keep_the_vocabulary_exact(
+    runtime: Runtime, second_runtime: Runtime
+) -> None:
+    for i in range(6):
+        rt = runtime if i % 2 else second_runtime
+        train(rt, model_name="default", message=Message(text=spam_text(i)), label="spam")
+        train(rt, model_name="default", message=Message(text=ham_text(i)), label="ham")
+    extra = train(second_runtime, model_name="default", message=Message(text=spam_text(40)),
+                  label="spam")  # fmt: skip
+    forget(runtime, model_name="default", message_id=extra.message_id)
+    assert stored_vocabulary(runtime.db) == vocabulary_in_rows(runtime.db)
+
+
+def test_metrics_figures_and_the_model_list_load_no_model(
+    runtime: Runtime, second_runtime: Runtime
+) -> None:
+    for name in ("a.example", "b.example", "c.example"):
+        create_model(second_runtime, name=name, classes=None, config={})
+        train_examples(second_runtime, 3, 2, model=name)
+
+    figures = {figure.name: figure for figure in read_model_figures(runtime)}
+    first = list_models(runtime, limit=2)
+    rest = list_models(runtime, after=first.next, limit=2)
+
+    assert runtime.models.figures().models == 0  # nothing was read into memory
+    live = second_runtime.models.get("b.example")
+    assert figures["b.example"].vocabulary == int(
+        np.count_nonzero(live.table.token_docs.sum(axis=0))
+    )
+    assert figures["b.example"].messages == {"ham": 2, "spam": 3}
+    assert figures["b.example"].generation == live.synced_generation
+    assert figures["b.example"].events["trained"] == 5
+    assert [m.name for m in first.models] == ["a.example", "b.example"]
+    assert first.next == "b.example"
+    assert [m.name for m in rest.models] == ["c.example", "default"]
+    assert rest.next is None
+    assert rest.models[0].messages == {"ham": 2, "spam": 3}
+    assert rest.models[0].trained_messages == 5
+
+
+def test_models_beyond_the_memory_budget_are_evicted_and_still_classify(
+    settings: Settings,
+) -> None:
+    writer = Runtime(settings)
+    names = [f"user{i}.example" for i in range(4)]
+    for name in names:  # multinomial: scoring needs the whole model, so it is loaded
+        create_model(writer, name=name, classes=None, config={"event_model": "multinomial"})
+        train_examples(writer, 4, 4, model=name)
+    expected = {
+        name: classify(writer, model_name=name, message=Message(text=spam_text(50))).probabilities
+        for name in names
+    }
+    one_model = writer.models.get(names[0]).size_bytes()
+    writer.close()
+    budget_mb = 2.5 * one_model / 1024 / 1024  # two models fit, not three
+    rt = Runtime(settings.model_copy(update={"live_models_max_mb": budget_mb}))
+    try:
+        for _ in range(2):
+            for name in names:
+                result = classify(rt, model_name=name, message=Message(text=spam_text(50)))
+                assert result.probabilities == pytest.approx(expected[name])
+        held = rt.models.figures()
+        assert held.models == 2
+        assert held.bytes <= held.max_bytes
+        assert held.evictions == 6  # every use after the second loads one and evicts one
+        assert held.loads == 8
+        assert rt.models.held(names[-1]) is not None  # the most recently used stay
+        assert rt.models.held(names[0]) is None
+    finally:
+        rt.close()
+
+
+@pytest.mark.parametrize("explain", [False, True])
+def test_a_model_not_held_scores_robinson_fisher_from_the_messages_rows_alone(
+    runtime: Runtime, second_runtime: Runtime, explain: bool
+) -> None:
+    train_examples(second_runtime, 8, 8)
+    messages = [Message(text=spam_text(70)), Message(text=ham_text(71), message_id="<h>")]
+    held = [classify(second_runtime, model_name="default", message=m, explain=explain)
+            for m in messages]  # fmt: skip
+
+    cold = [classify(runtime, model_name="default", message=m, explain=explain) for m in messages]
+
+    assert runtime.models.figures().models == 0
+    assert runtime.models.figures().partial_reads == 2
+    for warm, partial in zip(held, cold, strict=True):
+        assert partial.probabilities == pytest.approx(warm.probabilities)
+        assert partial.verdict == warm.verdict
+        assert partial.tokens == warm.tokens
+        assert partial.clues == warm.clues
+    # The record kept for feedback by message_id holds the model's token ids: feedback on it
+    # trains exactly what feedback on the held model's record would.
+    runtime.flush_classifications()
+    second_runtime.flush_classifications()
+    result = apply_feedback(runtime, model_name="default", label="ham", message_id="<h>",
+                            message=None)  # fmt: skip
+    assert result.tokens == held[1].tokens
+
+
+def test_loading_a_model_does_not_stall_other_models(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create_model(runtime, name="slow.example", classes=None, config={})
+    runtime.models.get("default")
+    runtime.models.forget("default")
+    loading, release = threading.Event(), threading.Event()
+    original = LiveModel.load
+
+    def slow_load(db: Database, name: str, engine_config: object) -> LiveModel:
+        if name == "slow.example":
+            loading.set()
+            assert release.wait(30)
+        return original(db, name, engine_config)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LiveModel, "load", staticmethod(slow_load))
+    slow = threading.Thread(target=runtime.models.get, args=("slow.example",))
+    slow.start()
+    try:
+        assert loading.wait(30)
+        assert runtime.models.get("default").name == "default"  # while the other one loads
+    finally:
+        release.set()
+        slow.join(30)
+    assert runtime.models.held("slow.example") is not None
+
+
+def record(key: str, when: datetime) -> ClassificationRecord:
+    ids = np.arange(3, dtype=np.int64)
+    return ClassificationRecord(key, f"<{key}>", ids, ids + 1, "spam", when)
+
+
+def test_the_record_buffer_is_capped_per_process_not_per_model(tmp_path: object) -> None:
+    db = Database(f"sqlite:///{tmp_path}/missing-dir/none.db")
+    log = ClassificationLog(db, retention_days=7, max_records=5)
+    now = datetime.now(UTC)
+    for model_id in (1, 2, 3):
+        log.record(model_id, [record(f"m{model_id}-{i}", now) for i in range(4)], Counter())
+    assert log.buffered() == 5
+    assert log.dropped == 7
+    with pytest.raises(DatabaseUnavailable):
+        log.flush()
+    assert log.buffered() == 5  # kept for the next attempt, still within the cap
+    log.record(4, [record("m4-0", now)], Counter())
+    assert log.buffered() == 5
+    db.dispose()
+
+
+def classification_keys(db: Database) -> set[str]:
+    with db.transaction(write=False) as conn:
+        return set(conn.execute(select(classifications.c.message_id)).scalars())
+
+
+def test_feedback_by_id_writes_only_its_own_models_records(runtime: Runtime) -> None:
+    create_model(runtime, name="other.example", classes=None, config={})
+    train_examples(runtime, 3, 3)
+    train_examples(runtime, 3, 3, model="other.example")
+    runtime.flush_classifications()
+    classify(runtime, model_name="default", message=Message(text=spam_text(60), message_id="<a>"))
+    classify(runtime, model_name="other.example",
+             message=Message(text=spam_text(61), message_id="<b>"))  # fmt: skip
+
+    apply_feedback(runtime, model_name="default", label="spam", message_id="<a>", message=None)
+
+    assert classification_keys(runtime.db) == {"<a>"}
+    assert runtime.log.buffered() == 1  # the other model's record waits for the flusher
+    runtime.flush_classifications()
+    assert classification_keys(runtime.db) == {"<a>", "<b>"}
+
+
+def test_pruning_deletes_expired_records_in_chunks_and_keeps_recent_ones(
+    runtime: Runtime,
+) -> None:
+    model_id = runtime.models.get("default").id
+    old = datetime.now(UTC) - timedelta(days=30)
+    runtime.record_classifications(model_id, [record(f"old{i}", old) for i in range(11)], Counter())
+    runtime.record_classifications(model_id, [record("new", datetime.now(UTC))], Counter())
+    runtime.flush_classifications()
+
+    assert runtime.log.prune(chunk_rows=3) == 11
+    assert classification_keys(runtime.db) == {"<new>"}
+
+
+def test_a_bogofilter_import_updates_the_live_model_it_wrote_to(runtime: Runtime) -> None:
+    train_examples(runtime, 2, 2)
+    dump = [b".MSG_COUNT 3 4", b"prize 3 0", b"meeting 0 4", b"Free 2 1", b"free 1 0"]
+    wordlist = read_wordlist(dump)
+    for name in ("default", "new.example"):
+        import_bogofilter(runtime.db, model_name=name, wordlist=wordlist, models=runtime.models)
+        live = runtime.models.held(name)
+        assert live is not None
+        with runtime.db.transaction(write=False) as conn:
+            row = find_model(conn, name)
+        assert live.synced_generation == row.generation  # applied in place, no feed read
+        assert row.vocabulary == vocabulary_in_rows(runtime.db, name)
+        with live.lock:
+            docs = live.table.token_docs[:, live.table.lookup(["free"], exact=True)]
+        spam = live.classes.index("spam")
+        assert int(docs[spam, 0]) >= 3
