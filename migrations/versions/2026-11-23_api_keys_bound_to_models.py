@@ -5,7 +5,7 @@ A key made for the name `alice` kept working for a new model of that name after 
 was deleted. Existing limited keys are bound to the models that bear their names now; a key
 none of whose models exists any more is revoked (its models are gone).
 
-Revision ID: 0003_i15
+Revision ID: 0003
 Revises: 0002
 Create Date: 2026-11-23
 """
@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0003_i15'
+revision = '0003'
 down_revision = '0002'
 branch_labels = None
 depends_on = None

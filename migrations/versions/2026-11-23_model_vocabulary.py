@@ -4,8 +4,8 @@
 memory; a process holding a model reloads it when its epoch moved (expired tokens are
 deleted, which a change feed by generation cannot show).
 
-Revision ID: 0003_i12
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 Create Date: 2026-11-23
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0003_i12'
-down_revision = '0002'
+revision = '0004'
+down_revision = '0003'
 branch_labels = None
 depends_on = None
 
