@@ -60,7 +60,8 @@ def add_evaluate_command(commands: argparse._SubParsersAction[argparse.ArgumentP
         "--train-mode",
         choices=["all", "error", "unsure"],
         default="all",
-        help="online: train every message, only misclassified ones, or those and unsure ones",
+        help="online: train every message (all), those scored at or beyond even odds on the "
+        "wrong side (error), or every message not called right, wrong or unsure (unsure)",
     )
     order = evaluate.add_mutually_exclusive_group()
     order.add_argument(
