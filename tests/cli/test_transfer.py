@@ -37,7 +37,7 @@ from tests.cli.conftest import SPAMSIFT, Cli, clean_environment
 from tests.cli.mailfiles import ham_bytes, latin1_ham, spam_bytes, write_mbox
 from tests.postgres import POSTGRES_URL, throwaway_database
 
-NOT_EXPORTED = {"api_keys", "alembic_version"}
+NOT_EXPORTED = {"api_keys", "api_key_models", "api_key_changes", "alembic_version"}
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
