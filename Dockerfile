@@ -1,6 +1,8 @@
 # spamsift: a small image (python:3.11-slim), built in two stages.
 #   docker build -t spamsift .
-#   docker run -p 8000:8000 -v spamsift-data:/data spamsift          # SQLite in /data
+#   docker run -p 8000:8000 -v spamsift-data:/data -e SPAMSIFT_ADMIN_KEY=… spamsift  # SQLite in /data
+# A server listening on 0.0.0.0 needs an API key (SPAMSIFT_ADMIN_KEY seeds one): with none it
+# refuses to start unless SPAMSIFT_ALLOW_NO_AUTHENTICATION=true says so.
 #   docker run ... -e SPAMSIFT_DATABASE_URL=postgresql+psycopg://… spamsift
 # The entry point is the `spamsift` command: the default command serves on 0.0.0.0:8000;
 # `docker run spamsift db upgrade` (or `keys create …`) runs another sub-command.
