@@ -17,6 +17,7 @@ from app.api.error_responses import ErrorBody, install_error_handlers
 from app.api.limits import RequestGuard
 from app.api.middleware import RequestLog
 from app.api.routes import activity, health, keys, messages, models, ui
+from app.api.routes.keys import CreateKeyRequest
 from app.api.routes.metrics import install_metrics
 from app.api.schemas import (
     ClassifyBatchRequest,
@@ -106,6 +107,7 @@ def _document_message_bodies(app: FastAPI) -> None:
                 ClassifyBatchRequest,
                 CreateModelRequest,
                 UpdateModelRequest,
+                CreateKeyRequest,
                 ErrorBody,
             ):
                 adapter: TypeAdapter[Any] = TypeAdapter(model)

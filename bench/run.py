@@ -103,6 +103,7 @@ TITLES = {
     "http": "3. HTTP end to end (spamsift serve)",
     "bogofilter": "4. Side by side with bogofilter (spamassassin split)",
     "memory": "5. Memory: server RSS and database bytes",
+    "models": "6. Many models: memory budget, cold and held classification, listing and /metrics",
 }
 
 

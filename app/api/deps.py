@@ -145,7 +145,8 @@ def count_batch_items(body: bytes, limit: int) -> int | None:
     return count
 
 
-async def _json_body(request: Request, schema: type[Schema]) -> Schema:
+async def json_body(request: Request, schema: type[Schema]) -> Schema:
+    """Read and parse a JSON body; in a dependency that runs after the key is checked."""
     _, body = await _read(request, (JSON,))
     return parse_json(schema, body)
 
@@ -165,11 +166,11 @@ async def classify_batch_input(request: Request) -> ClassifyBatchRequest:
 
 
 async def create_model_input(request: Request) -> CreateModelRequest:
-    return await _json_body(request, CreateModelRequest)
+    return await json_body(request, CreateModelRequest)
 
 
 async def update_model_input(request: Request) -> UpdateModelRequest:
-    return await _json_body(request, UpdateModelRequest)
+    return await json_body(request, UpdateModelRequest)
 
 
 async def train_input(

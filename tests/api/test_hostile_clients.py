@@ -172,7 +172,7 @@ def test_deleting_a_model_ends_its_keys_and_a_new_model_of_that_name_is_not_thei
     alice_and_bob = make_key(db, "train", models=["alice", "bob"])
 
     with TestClient(create_app(settings)) as client:
-        deleted = client.delete("/v1/models/alice", headers=bearer(admin))
+        deleted = client.delete("/v1/models/alice?confirm=alice", headers=bearer(admin))
         created = client.post("/v1/models", json={"name": "alice"}, headers=bearer(admin))
         old_key = client.post("/v1/models/alice/train", json=TRAIN, headers=bearer(alice_only))
         wider_key = client.post("/v1/models/alice/train", json=TRAIN, headers=bearer(alice_and_bob))
@@ -200,7 +200,9 @@ def test_another_server_sees_a_deleted_models_keys_end_within_a_second_or_two(
         TestClient(create_app(settings)) as elsewhere,
     ):
         before = elsewhere.post("/v1/models/alice/train", json=TRAIN, headers=bearer(alice_only))
-        assert here.delete("/v1/models/alice", headers=bearer(admin)).status_code == 204
+        assert (
+            here.delete("/v1/models/alice?confirm=alice", headers=bearer(admin)).status_code == 204
+        )
         assert here.post("/v1/models", json={"name": "alice"}, headers=bearer(admin)).is_success
 
         def refused() -> bool:

@@ -21,7 +21,7 @@ from app.service.training import apply_feedback, forget, train, train_batch
 from app.store.tables import metadata
 from tests.builders import ham_text, spam_text, train_examples
 
-REFERENCE_TABLES = {"models", "api_keys", "alembic_version"}
+REFERENCE_TABLES = {"models", "api_keys", "api_key_models", "api_key_changes", "alembic_version"}
 DISTRIBUTED_TABLES = {name for name in metadata.tables if name not in REFERENCE_TABLES}
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Depends, Path, Request
 from pydantic import BaseModel, Field, field_validator
 
 from app.api.auth import AUTH_ERRORS, any_key, requires
-from app.api.deps import RuntimeDep
+from app.api.deps import RuntimeDep, json_body, json_body_openapi
 from app.api.error_responses import error_responses
 from app.api.schemas import Strict
 from app.service.keys import MAX_NAME_CHARS, ApiKey, Scope, create_key, list_keys, revoke_key
@@ -79,16 +79,24 @@ def list_all(rt: RuntimeDep) -> KeyList:
     return KeyList(keys=[KeyResponse.of(key) for key in list_keys(rt.db)])
 
 
+async def _create_key_input(request: Request) -> CreateKeyRequest:
+    return await json_body(request, CreateKeyRequest)
+
+
 @router.post(
     "",
     status_code=201,
     dependencies=[requires("admin")],
-    responses=error_responses(404, 422, 503),
+    responses=error_responses(404, 415, 422, 503),
+    openapi_extra=json_body_openapi("CreateKeyRequest"),
 )
-def create(body: CreateKeyRequest, rt: RuntimeDep) -> CreatedKey:
+def create(
+    body: Annotated[CreateKeyRequest, Depends(_create_key_input)], rt: RuntimeDep, request: Request
+) -> CreatedKey:
     """Make a key with scopes (admin implies train and classify), optionally limited to some
     existing models. The answer holds the secret key, shown this once."""
     secret, key = create_key(rt.db, scopes=body.scopes, models=body.models, name=body.name)
+    request.app.state.key_guard.invalidate()  # this process knows the new key at once
     return CreatedKey(key=secret, **KeyResponse.of(key).model_dump())
 
 
@@ -98,6 +106,9 @@ def create(body: CreateKeyRequest, rt: RuntimeDep) -> CreatedKey:
 def revoke(
     key_id: Annotated[str, Path(pattern=r"^x?[0-9a-f]{11,12}$", description="The key's id")],
     rt: RuntimeDep,
+    request: Request,
 ) -> KeyResponse:
-    """Revoke a key by its id: from the next second on it is refused everywhere."""
-    return KeyResponse.of(revoke_key(rt.db, key=key_id))
+    """Revoke a key by its id: refused at once by this server, within a second by others."""
+    revoked = revoke_key(rt.db, key=key_id)
+    request.app.state.key_guard.invalidate()
+    return KeyResponse.of(revoked)

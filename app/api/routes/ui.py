@@ -28,7 +28,6 @@ SECURITY_HEADERS = {
         "frame-ancestors 'none'"
     ),
     "X-Frame-Options": "DENY",
-    "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-cache",
 }
