@@ -6,13 +6,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi_offline import FastAPIOffline
 from pydantic import TypeAdapter
 from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 
 from app import __version__
 from app.api.auth import install_auth
+from app.api.deps import reject_unknown_query
 from app.api.error_responses import ErrorBody, install_error_handlers
 from app.api.limits import RequestGuard
 from app.api.middleware import RequestLog
@@ -63,6 +64,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         # client's Host header, which would send a browser wherever the request named.
         redirect_slashes=False,
         static_url=DOCS_ASSETS_URL,
+        dependencies=[Depends(reject_unknown_query)],
     )
     # Starlette's request body limit, here rather than as FastAPI(max_body_size=...) so that it
     # sits inside the guard (which answers Content-Length overs with the JSON error body) and

@@ -166,6 +166,24 @@ def run(
         for kind in kinds:
             with fresh_database(kind, Path(folder), postgres_url) as url:
                 results[kind] = measure(url, n_models=count, n_messages=50, budget_mb=budget_mb)
+    results["table"] = [
+        {
+            "database": kind,
+            "models": figures["models"],
+            "DB KB/model": figures["database_bytes_per_model"] / 1024,
+            "/metrics s": figures["metrics_figures_seconds"],
+            "list page s": figures["list_first_page_seconds"],
+            "loaded by reads": figures["models_held_after_metrics_and_list"],
+            "cold p50/p99 ms": f"{figures['classify_cold_p50_ms']:.1f} / "
+            f"{figures['classify_cold_p99_ms']:.1f}",
+            "held p50/p99 ms": f"{figures['classify_warm_p50_ms']:.1f} / "
+            f"{figures['classify_warm_p99_ms']:.1f}",
+            "cold/held p50": figures["cold_over_warm_p50"],
+            "held models": figures["held_models"],
+            "evictions": figures["evictions"],
+        }
+        for kind, figures in results.items()
+    ]
     return results
 
 

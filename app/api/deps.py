@@ -14,7 +14,9 @@ from typing import Annotated, Any, TypeVar
 
 import msgspec
 from fastapi import Depends, HTTPException, Path, Query, Request
+from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect
 
@@ -245,3 +247,32 @@ def message_body_openapi(schema: str) -> dict[str, object]:
             },
         }
     }
+
+
+_route_queries: dict[int, frozenset[str]] = {}
+
+
+def reject_unknown_query(request: Request) -> None:
+    """An app-wide dependency: a query parameter the operation does not take is a 422, as an
+    unknown body field is, rather than silently ignored (a misspelt `?lable=spam` must not
+    look like it worked)."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute) or not request.query_params:
+        return
+    known = _route_queries.get(id(route))
+    if known is None:
+        known = _route_queries[id(route)] = frozenset(_query_names(route.dependant))
+    unknown = sorted(set(request.query_params) - known)
+    if unknown:
+        takes = ", ".join(sorted(known)) or "none"
+        raise InvalidInput(
+            f"unknown query parameter {unknown[0][:64]!r}; this operation takes: {takes}"
+        )
+
+
+def _query_names(dependant: Dependant) -> set[str]:
+    """The query parameters an operation takes: its own and its dependencies'."""
+    names = {param.alias for param in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names

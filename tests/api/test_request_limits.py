@@ -187,3 +187,19 @@ def test_other_clients_are_served_while_one_trickles(server):
         slow.join()
     assert status_of(answers[0]) == 408  # dropped at the receive deadline
     assert answered < ended[0]
+
+
+def test_a_query_parameter_the_operation_does_not_take_is_refused_with_422(server):
+    """A misspelt parameter (`?lable=spam`) must not look as if it worked."""
+    misspelt = httpx.post(
+        f"http://{server}/train?lable=spam",
+        content=b"Subject: hi\n\nhello",
+        headers={"content-type": "message/rfc822"},
+    )
+    listed = httpx.get(f"http://{server}/v1/models?limit=1&sort=name")
+    taken = httpx.get(f"http://{server}/v1/models?limit=1")
+    assert misspelt.status_code == listed.status_code == 422
+    assert misspelt.json()["error"]["code"] == "invalid_input"
+    assert "'lable'" in misspelt.json()["error"]["message"]
+    assert "'sort'" in listed.json()["error"]["message"]
+    assert taken.status_code == 200

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PARTS = ("scoring", "tokenize", "http", "bogofilter", "memory")
+PARTS = ("scoring", "tokenize", "http", "bogofilter", "memory", "models")
 
 
 @pytest.mark.corpus
