@@ -24,10 +24,9 @@ from sqlalchemy import event
 from app.api import auth
 from app.config import Settings
 from app.main import create_app
-from app.service.keys import create_key
 from app.service.runtime import Runtime
 from app.store.engine import Database
-from app.store.models import insert_model
+from tests.api.test_auth import add_model, make_key
 from tests.ops.server import running_server, serve_env
 
 MESSAGE = {"text": "cheap watches and a casino prize for the winner, claim it today"}
@@ -55,15 +54,6 @@ def db(database_url: str) -> Iterator[Database]:
     database = Database(database_url)
     yield database
     database.dispose()
-
-
-def make_key(db: Database, *scopes: str, models: list[str] | None = None) -> str:
-    key, _ = create_key(db, scopes=scopes, models=models)
-    return key
-
-
-def add_model(db: Database, name: str) -> None:
-    db.run(lambda conn: insert_model(conn, name=name, classes=("ham", "spam"), config={}))
 
 
 def bearer(key: str) -> dict[str, str]:
