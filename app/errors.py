@@ -6,13 +6,15 @@ SpamsiftError
 │   ├── InvalidMessage      a message cannot be used as given ("invalid_message")
 │   │   └── TooFewTokens    fewer tokens than min_train_tokens to train ("too_few_tokens")
 │   ├── UnknownLabel        a label that is not one of the model's classes ("unknown_label")
-│   └── NotConfirmed        a destructive call without its confirmation ("confirmation_required")
+│   ├── NotConfirmed        a destructive call without its confirmation ("confirmation_required")
+│   └── InvalidBacking      a backing relation that cannot be ("invalid_backing")
 ├── NotFound                ("not_found")
 │   ├── ModelNotFound       ("model_not_found")
 │   └── MessageNotFound     ("message_not_found")
 ├── Conflict                ("conflict")
 │   ├── ModelExists         ("model_exists")
-│   └── NotTrained          ("not_trained")
+│   ├── NotTrained          ("not_trained")
+│   └── ModelBacksOthers    deleting a model other models are backed by ("model_backs_others")
 ├── MessageTooLarge         ("message_too_large")
 ├── BatchTooLarge           ("batch_too_large")
 ├── Unauthorized            no API key, or an unknown or revoked one ("unauthorized")
@@ -64,6 +66,10 @@ class NotConfirmed(InvalidInput):
     code = "confirmation_required"  # e.g. deleting a model without ?confirm=<its name>
 
 
+class InvalidBacking(InvalidInput):
+    code = "invalid_backing"  # self-backing, a chain, other classes, or no such model
+
+
 class NotFound(SpamsiftError):
     code = "not_found"
 
@@ -86,6 +92,17 @@ class ModelExists(Conflict):
 
 class NotTrained(Conflict):
     code = "not_trained"  # some class of the model has no trained message yet
+
+
+class ModelBacksOthers(Conflict):
+    code = "model_backs_others"
+
+    def __init__(self, name: str, backed: list[str]) -> None:
+        super().__init__(
+            f"model {name!r} backs the models {', '.join(backed)}: clear their backed_by "
+            "(or delete them) first"
+        )
+        self.backed = backed
 
 
 class MessageTooLarge(SpamsiftError):

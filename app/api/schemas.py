@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from app.service.classification import Classification
 from app.service.messages import MAX_MESSAGE_ID_CHARS, Message
 from app.service.model_config import EventModel, Prior
-from app.service.models import MODEL_NAME_PATTERN, ModelInfo
+from app.service.models import MODEL_NAME_PATTERN, RELATION_FIELDS, ModelInfo
 from app.service.training import ForgetResult, TrainResult
 
 MessageId = Field(
@@ -111,8 +111,24 @@ class ConfigFields(Strict):
         "every verdict is `unsure`, with a warning); default: SPAMSIFT_MIN_LEARNS (200)",
     )
 
+    backed_by: str | None = Field(
+        default=None,
+        pattern=MODEL_NAME_PATTERN,
+        description="the model backing this one (e.g. a global model behind a personal one): "
+        "classify sums both models' counts; `null` clears it; same classes, one level",
+    )
+    feedback_trains_backing: bool | None = Field(
+        default=None,
+        description="feedback on this model also trains its backing model, when the API key "
+        "may train that model (default false: feedback trains this model alone)",
+    )
+
     def options(self) -> dict[str, Any]:
-        return self.model_dump(exclude_unset=True, exclude={"name", "classes"})
+        return self.model_dump(exclude_unset=True, exclude={"name", "classes", *RELATION_FIELDS})
+
+    def relation(self) -> dict[str, Any]:
+        """The backing relation's fields given (`backed_by` null: clear the backing)."""
+        return self.model_dump(exclude_unset=True, include=set(RELATION_FIELDS))
 
 
 class CreateModelRequest(ConfigFields):
@@ -132,6 +148,14 @@ class ModelResponse(BaseModel):
     created_at: datetime
     messages: dict[str, int]
     trained_messages: int
+    backed_by: str | None = Field(
+        default=None, description="the model whose counts classify sums with this one's"
+    )
+    feedback_trains_backing: bool = False
+    backs: list[str] = Field(
+        default_factory=list,
+        description="the models this one backs (in a model list: not given, empty)",
+    )
 
     @classmethod
     def of(cls, info: ModelInfo) -> ModelResponse:
@@ -143,6 +167,9 @@ class ModelResponse(BaseModel):
             created_at=info.created_at,
             messages=info.messages,
             trained_messages=info.trained_messages,
+            backed_by=info.backed_by,
+            feedback_trains_backing=info.feedback_trains_backing,
+            backs=list(info.backs),
         )
 
 
@@ -164,6 +191,11 @@ class TrainResponse(BaseModel):
     changed: bool
     tokens: int
     defects: list[str]
+    models: list[str] = Field(
+        default_factory=list,
+        description="the models trained: the model, and for feedback its backing model "
+        "when the relation and the API key allow",
+    )
 
     @classmethod
     def of(cls, result: TrainResult) -> TrainResponse:
@@ -174,6 +206,7 @@ class TrainResponse(BaseModel):
             changed=result.changed,
             tokens=result.tokens,
             defects=list(result.defects),
+            models=list(result.models),
         )
 
 
@@ -216,6 +249,11 @@ class ClassifyResponse(BaseModel):
         description="why the verdict is not to be trusted yet, e.g. a class with fewer trained "
         "messages than the model's min_learns (the verdict is then `unsure`)",
     )
+    models: list[str] = Field(
+        default_factory=list,
+        description="the models whose counts scored the message: the model, then the model "
+        "backing it (their counts summed)",
+    )
 
     @classmethod
     def of(cls, result: Classification) -> ClassifyResponse:
@@ -235,6 +273,7 @@ class ClassifyResponse(BaseModel):
             ],
             defects=list(result.defects),
             warnings=list(result.warnings),
+            models=list(result.models),
         )
 
 

@@ -65,6 +65,8 @@ class LiveModel:
     created_at: datetime  # with `id`, tells this model from a re-created one of the same id
     engine_config: EngineConfig
     epoch: int = 0  # the model's epoch when read: tokens expired since make it stale
+    backed_by: int | None = None  # the id of the model whose counts are merged with these
+    feedback_trains_backing: bool = False
     synced_generation: int = -1
     last_check: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -105,6 +107,8 @@ class LiveModel:
             created_at=row.created_at,
             engine_config=engine_config,
             epoch=row.epoch,
+            backed_by=row.backed_by,
+            feedback_trains_backing=row.feedback_trains_backing,
         )
 
     def present(self, token_ids: IntArray) -> NDArray[np.bool_]:
@@ -144,6 +148,7 @@ class LiveModel:
         row = find_model(conn, self.name)
         if row.config != self.options:
             self.reconfigure(dict(row.config))
+        self.backed_by, self.feedback_trains_backing = row.backed_by, row.feedback_trains_backing
         self.apply(
             read_changes(
                 conn,
@@ -309,6 +314,8 @@ class LiveModels:
             engine_config=self.engine_config,
             epoch=row.epoch,
             synced_generation=row.generation,
+            backed_by=row.backed_by,
+            feedback_trains_backing=row.feedback_trains_backing,
         )
         with self._lock:
             self._partial_reads += 1

@@ -229,6 +229,31 @@ def write_model(
     return result
 
 
+def write_models(
+    db: Database,
+    models: LiveModels,
+    lives: Sequence[LiveModel],
+    work: Callable[[list[ModelWrite]], T],
+) -> T:
+    """`write_model` for several models in one transaction (feedback that trains a personal
+    model and the model backing it: both or neither). `work` gets one write per model, in the
+    order of `lives`; the models are locked in id order, so two such writes cannot deadlock."""
+    writes: list[ModelWrite] = []
+
+    def run(conn: Connection) -> T:
+        by_id = {live.id: ModelWrite(conn, live) for live in sorted(lives, key=lambda m: m.id)}
+        writes[:] = [by_id[live.id] for live in lives]
+        result = work(list(writes))
+        for write in writes:
+            write.store()
+        return result
+
+    result = db.run(run)
+    for write in writes:
+        write.apply(models)
+    return result
+
+
 def create_and_write(
     db: Database,
     models: LiveModels,

@@ -7,23 +7,25 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
 from itertools import chain
 from typing import Literal
 
 import numpy as np
+from sqlalchemy import Connection
 
 from app.bayes.counts import IntArray
 from app.bayes.naive_bayes import EventModel, verdict
-from app.errors import InvalidConfig, NotTrained
+from app.errors import InvalidConfig, ModelNotFound, NotTrained
+from app.live.blend import read_blend
 from app.live.models import LiveModel
 from app.service.messages import Message, PreparedMessage, prepare
 from app.service.model_config import parse_config
 from app.service.runtime import Runtime, with_time_budget
 from app.store.ledger import ClassificationRecord
-from app.store.models import find_model
+from app.store.models import ModelRow, find_model, find_model_by_id
 from app.text import TokenizerLimits
 
 
@@ -47,6 +49,7 @@ class Classification:
     clues: list[Clue] | None = None
     defects: tuple[str, ...] = field(default_factory=tuple)
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    models: tuple[str, ...] = ()  # whose counts scored it: the model, then its backing one
 
 
 def classify(
@@ -98,6 +101,18 @@ def classify_batch(
         else:
             live, model_ids = partial.live, partial.token_ids
     assert live is not None
+    backing_id = live.backed_by
+    if backing_id is not None:
+        backing = rt.db.run(lambda conn: find_backing(conn, backing_id), write=False)
+        if backing is not None:
+            return _classify_blended(
+                rt,
+                live if row is None else row,
+                backing,
+                prepared,
+                event_model=event_model,
+                explain=explain,
+            )
     results, records = _score(
         live,
         prepared,
@@ -111,7 +126,63 @@ def classify_batch(
         records,
         Counter({"classified": len(results)}) + Counter(f"verdict:{r.verdict}" for r in results),
     )
-    return results
+    return [replace(result, models=(live.name,)) for result in results]
+
+
+def find_backing(conn: Connection, model_id: int) -> ModelRow | None:
+    """The backing model's row; None if it is gone (a relation this process read earlier)."""
+    try:
+        return find_model_by_id(conn, model_id)
+    except ModelNotFound:
+        return None
+
+
+def _classify_blended(
+    rt: Runtime,
+    personal: LiveModel | ModelRow,
+    backing: ModelRow,
+    prepared: list[PreparedMessage],
+    *,
+    event_model: EventModel | None,
+    explain: bool,
+) -> list[Classification]:
+    """Score on the personal model's counts merged with its backing model's (see
+    app/bayes/blend.py). Its floor of trained messages applies to the merged counts, so a new
+    personal model's verdicts come from the blend, never from its own few messages.
+
+    Each model keeps its own record of the classification (the tokens it knows, by its ids),
+    so feedback by message_id can train the personal model with the tokens only the backing
+    model knew; the activity counters are the personal model's alone.
+    """
+    texts = [text for message in prepared for text in message.token_counts]
+    blend = read_blend(rt.models, personal, backing, texts, event_model=event_model)
+    results, merged_records = _score(
+        blend.live,
+        prepared,
+        event_model=event_model,
+        explain=explain,
+        min_learns=min_learns_of(rt, blend.live),
+    )
+    for part in blend.parts:
+        records = []
+        for record in merged_records:
+            ids = blend.ids_in(part, record.token_ids)
+            known = ids >= 0
+            order = np.argsort(ids[known], kind="stable")
+            records.append(
+                replace(
+                    record,
+                    token_ids=ids[known][order],
+                    token_terms=record.token_terms[known][order],
+                )
+            )
+        events: Counter[str] = Counter()
+        if part.model_id == blend.live.id:
+            events = Counter({"classified": len(results)}) + Counter(
+                f"verdict:{r.verdict}" for r in results
+            )
+        rt.record_classifications(part.model_id, records, events)
+    return [replace(result, models=blend.names) for result in results]
 
 
 _MIN_CHUNK = 50  # fewer messages per worker cost more in pickling than they save

@@ -7,7 +7,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app.errors import InvalidConfig, InvalidInput
+from app.errors import (
+    InvalidBacking,
+    InvalidConfig,
+    InvalidInput,
+    ModelBacksOthers,
+    ModelNotFound,
+)
 from app.service.model_config import (
     CONFIG_FIELDS,
     DEFAULT_CLASSES,
@@ -35,19 +41,94 @@ class ModelInfo:
     created_at: datetime
     messages: dict[str, int]
     trained_messages: int
+    backed_by: str | None = None  # the model whose counts are merged with this one's
+    feedback_trains_backing: bool = False
+    backs: tuple[str, ...] = ()  # the models this one backs
+
+
+# The fields of the backing relation a create or a change may give.
+RELATION_FIELDS = frozenset({"backed_by", "feedback_trains_backing"})
 
 
 def create_model(
-    rt: Runtime, *, name: str, classes: list[str] | None, config: dict[str, Any]
+    rt: Runtime,
+    *,
+    name: str,
+    classes: list[str] | None,
+    config: dict[str, Any],
+    relation: dict[str, Any] | None = None,
 ) -> ModelInfo:
-    """Create a model; ModelExists if the name is taken, InvalidConfig for bad options."""
+    """Create a model; ModelExists if the name is taken, InvalidConfig for bad options,
+    InvalidBacking for a backing relation that cannot be (see `_set_relation`)."""
     checked_classes = check_classes(classes) if classes is not None else DEFAULT_CLASSES
     _check_fields(config)
     parse_config(config, classes=checked_classes)  # refuse bad values before storing them
-    rt.db.run(
-        lambda conn: store.insert_model(conn, name=name, classes=checked_classes, config=config)
-    )
+
+    def work(conn: Any) -> None:
+        row = store.insert_model(conn, name=name, classes=checked_classes, config=config)
+        if relation:
+            _set_relation(conn, row, relation)
+
+    rt.db.run(work)
     return get_model(rt, name=name)
+
+
+def _set_relation(conn: Any, row: store.ModelRow, relation: dict[str, Any]) -> None:
+    """Set or clear the model backing `row` (`backed_by`: a name, or None to clear) and
+    whether its feedback also trains that model.
+
+    One level only: a backing model is backed by none, and a model that backs others is
+    backed by none, so there is never a chain nor a cycle. Both models have the same classes
+    in the same order (their counts are summed class by class)."""
+    backed_by = relation.get("backed_by", _UNCHANGED)
+    trains = relation.get("feedback_trains_backing")
+    if isinstance(backed_by, str):
+        locked = _lock_pair(conn, row.name, backed_by)
+    else:
+        locked = store.lock_models(conn, [row.name])
+    current = locked[row.name]
+    if backed_by is _UNCHANGED:
+        backing_id = current.backed_by
+    elif backed_by is None:
+        backing_id = None
+    else:
+        backing = locked[backed_by]
+        if backing.id == current.id:
+            raise InvalidBacking(f"model {row.name!r} cannot be backed by itself")
+        if backing.backed_by is not None:
+            raise InvalidBacking(
+                f"model {backed_by!r} is itself backed by another model; a backing model "
+                "must stand alone (one level)"
+            )
+        backs = store.names_backed_by(conn, current.id)
+        if backs:
+            raise InvalidBacking(
+                f"model {row.name!r} backs {', '.join(backs)}; a model that backs others "
+                "cannot be backed itself (one level)"
+            )
+        if backing.classes != current.classes:
+            raise InvalidBacking(
+                f"model {backed_by!r} has the classes {list(backing.classes)}, model "
+                f"{row.name!r} {list(current.classes)}; a backing model needs the same classes"
+            )
+        backing_id = backing.id
+    if trains is None:
+        trains = current.feedback_trains_backing if backing_id is not None else False
+    if trains and backing_id is None:
+        raise InvalidBacking("feedback_trains_backing needs backed_by: no model backs this one")
+    store.set_backing(conn, current.id, backed_by=backing_id, feedback_trains_backing=trains)
+
+
+_UNCHANGED: Any = object()
+
+
+def _lock_pair(conn: Any, name: str, backed_by: str) -> dict[str, store.ModelRow]:
+    try:
+        return store.lock_models(conn, [name, backed_by])
+    except ModelNotFound as error:
+        if backed_by == name:
+            raise
+        raise InvalidBacking(f"backed_by: no model named {backed_by!r}") from error
 
 
 @dataclass(frozen=True)
@@ -64,9 +145,13 @@ def list_models(rt: Runtime, *, after: str | None = None, limit: int = 100) -> M
     loaded into memory."""
     if not 1 <= limit <= MAX_PAGE:
         raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
-    found = rt.db.run(
-        lambda conn: store.page_models(conn, after=after, limit=limit + 1), write=False
-    )
+
+    def read(conn: Any) -> tuple[list[store.ModelTotals], dict[int, str]]:
+        page = store.page_models(conn, after=after, limit=limit + 1)
+        backing = [totals.row.backed_by for totals in page if totals.row.backed_by is not None]
+        return page, store.model_names(conn, backing)
+
+    found, names = rt.db.run(read, write=False)
     models = [
         ModelInfo(
             name=totals.name,
@@ -76,6 +161,8 @@ def list_models(rt: Runtime, *, after: str | None = None, limit: int = 100) -> M
             created_at=totals.row.created_at,
             messages=dict(zip(totals.classes, totals.class_docs, strict=True)),
             trained_messages=totals.trained_messages,
+            backed_by=None if totals.row.backed_by is None else names.get(totals.row.backed_by),
+            feedback_trains_backing=totals.row.feedback_trains_backing,
         )
         for totals in found[:limit]
     ]
@@ -94,22 +181,38 @@ def get_model(rt: Runtime, *, name: str) -> ModelInfo:
             created_at=row.created_at,
             messages=dict(zip(row.classes, class_docs.tolist(), strict=True)),
             trained_messages=ledger.count_trained(conn, row.id),
+            backed_by=None
+            if row.backed_by is None
+            else store.model_names(conn, [row.backed_by]).get(row.backed_by),
+            feedback_trains_backing=row.feedback_trains_backing,
+            backs=tuple(store.names_backed_by(conn, row.id)),
         )
 
     return rt.db.run(read, write=False)
 
 
-def update_model(rt: Runtime, *, name: str, changes: dict[str, Any]) -> ModelInfo:
-    """Change some config options; `None` resets an option to its default."""
+def update_model(
+    rt: Runtime,
+    *,
+    name: str,
+    changes: dict[str, Any],
+    relation: dict[str, Any] | None = None,
+) -> ModelInfo:
+    """Change some config options; `None` resets an option to its default. `relation` sets
+    (`backed_by`: a name) or clears (`backed_by`: None) the backing model, or
+    `feedback_trains_backing`."""
     _check_fields(changes)
 
     def work(conn: Any) -> None:
         row = store.find_model(conn, name)
-        merged = {
-            key: value for key, value in {**row.config, **changes}.items() if value is not None
-        }
-        parse_config(merged, classes=row.classes)
-        store.update_model_config(conn, row.id, merged)
+        if changes:
+            merged = {
+                key: value for key, value in {**row.config, **changes}.items() if value is not None
+            }
+            parse_config(merged, classes=row.classes)
+            store.update_model_config(conn, row.id, merged)
+        if relation:
+            _set_relation(conn, row, relation)
 
     rt.db.run(work)
     rt.models.forget(name)
@@ -121,7 +224,10 @@ def delete_model(rt: Runtime, *, name: str) -> list[str]:
     ids of the keys ended."""
 
     def work(conn: Any) -> list[str]:
-        model_id = store.find_model(conn, name).id
+        model_id = store.lock_models(conn, [name])[name].id
+        backed = store.names_backed_by(conn, model_id)
+        if backed:
+            raise ModelBacksOthers(name, backed)
         ended = store_keys.end_model_keys(conn, model_id)
         store.delete_model(conn, model_id)
         return ended

@@ -6,8 +6,8 @@ ledger and the activity counters commit together or not at all.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import numpy as np
@@ -16,17 +16,19 @@ from sqlalchemy import Connection
 from app.bayes.counts import IntArray
 from app.errors import (
     MessageNotFound,
+    ModelNotFound,
     TimeBudgetExceeded,
     TooFewTokens,
     UnknownLabel,
 )
 from app.live.models import LiveModel
-from app.live.write import ModelWrite, write_model
+from app.live.write import ModelWrite, write_model, write_models
 from app.service.classification import prepare_messages
 from app.service.messages import Message, PreparedMessage, check_message_id
 from app.service.model_config import parse_config
 from app.service.runtime import Runtime
 from app.store.activity import add_activity
+from app.store.counts import read_token_texts
 from app.store.ledger import (
     StoredMessage,
     delete_trained,
@@ -36,6 +38,7 @@ from app.store.ledger import (
     insert_trained,
     relabel_trained,
 )
+from app.store.models import ModelRow, find_model_by_id
 from app.store.tables import MAX_TOKEN_BYTES
 from app.text.defects import TIME_BUDGET
 
@@ -48,6 +51,7 @@ class TrainResult:
     changed: bool
     tokens: int
     defects: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()  # the models it was trained in (feedback: maybe the backing)
 
 
 @dataclass(frozen=True)
@@ -116,25 +120,49 @@ def _train_batch(
 
 
 def apply_feedback(
-    rt: Runtime, *, model_name: str, label: str, message_id: str | None, message: Message | None
+    rt: Runtime,
+    *,
+    model_name: str,
+    label: str,
+    message_id: str | None,
+    message: Message | None,
+    may_train: Callable[[str], bool] | None = None,
 ) -> TrainResult:
     """Mark a message as `label`: relabel it if trained, else train it (SPEC §7).
 
     Without the message itself, the message_id must be one trained before or classified within
     `retention_days`; the stored token ids of that classification are trained.
+
+    A model backed by another is trained alone, unless its relation says feedback trains the
+    backing model too and `may_train` (the caller's key) allows writing to that model: then
+    both are trained in one transaction.
     """
     if message_id is not None:
         check_message_id(message_id)  # a NUL would reach the SQL driver (PostgreSQL raises)
     return rt.models.use(
         model_name,
-        lambda live: _apply_feedback(rt, live, label=label, message_id=message_id, message=message),
+        lambda live: _apply_feedback(
+            rt,
+            live,
+            label=label,
+            message_id=message_id,
+            message=message,
+            may_train=may_train or (lambda _: True),
+        ),
     )
 
 
 def _apply_feedback(
-    rt: Runtime, live: LiveModel, *, label: str, message_id: str | None, message: Message | None
+    rt: Runtime,
+    live: LiveModel,
+    *,
+    label: str,
+    message_id: str | None,
+    message: Message | None,
+    may_train: Callable[[str], bool],
 ) -> TrainResult:
     class_index = _class_index(live, label)
+    backing = _backing_of(rt, live)
     if message is not None:
         prepared = rt.prepare(
             message if message_id is None else _with_id(message, message_id), "train"
@@ -144,8 +172,54 @@ def _apply_feedback(
         verdict = _classified_verdict(rt, live, prepared.message_id, prepared.message_key)
     else:
         assert message_id is not None
-        items, verdict = _items_for_message_id(rt, live, message_id, class_index)
-    return _write(rt, live, items, events={"feedback": 1}, feedback_verdict=verdict)[0]
+        items, verdict = _items_for_message_id(rt, live, message_id, class_index, backing)
+    events = {"feedback": 1}
+    if backing is None or not live.feedback_trains_backing or not may_train(backing.name):
+        result = _write(rt, live, items, events=events, feedback_verdict=verdict)[0]
+        return replace(result, models=(live.name,))
+    backing_live = rt.models.get(backing.name)
+    backing_items = [_as_texts(live, item) for item in items]
+    personal_work = _training(live, items, events=events, feedback_verdict=verdict)
+    backing_work = _training(backing_live, backing_items, events={"trained": 0})
+
+    def work(writes: list[ModelWrite]) -> TrainResult:
+        result = personal_work(writes[0])[0]
+        backing_work(writes[1])
+        return replace(result, models=(live.name, backing_live.name))
+
+    return write_models(rt.db, rt.models, [live, backing_live], work)
+
+
+def _backing_of(rt: Runtime, live: LiveModel) -> ModelRow | None:
+    """The model backing `live`, or None (none, or it is gone)."""
+    backing_id = live.backed_by
+    if backing_id is None:
+        return None
+
+    def read(conn: Connection) -> ModelRow | None:
+        try:
+            return find_model_by_id(conn, backing_id)
+        except ModelNotFound:
+            return None
+
+    backing = rt.db.run(read, write=False)
+    return backing if backing is not None and backing.classes == live.classes else None
+
+
+def _as_texts(live: LiveModel, item: _Item) -> _Item:
+    """The item with token texts instead of `live`'s token ids (to train another model)."""
+    if item.token_texts is not None or item.token_ids is None:
+        return item
+    with live.lock:
+        tokens = live.table.tokens
+        texts = [tokens[i] if i < len(tokens) else "" for i in item.token_ids.tolist()]
+    known = np.array([bool(text) for text in texts], dtype=np.bool_)
+    return replace(
+        item,
+        token_texts=[text for text in texts if text],
+        token_ids=None,
+        token_terms=item.token_terms[known] if texts else item.token_terms,
+    )
 
 
 def forget(rt: Runtime, *, model_name: str, message_id: str) -> ForgetResult:
@@ -186,6 +260,18 @@ def _write(
     For feedback, `feedback_verdict` is the verdict the message got when classified; a label
     that differs from it, or from the label the message was trained with, is a correction.
     """
+    work = _training(live, items, events=events, feedback_verdict=feedback_verdict)
+    return write_model(rt.db, rt.models, live, work)
+
+
+def _training(
+    live: LiveModel,
+    items: list[_Item],
+    *,
+    events: dict[str, int],
+    feedback_verdict: str | None = None,
+) -> Callable[[ModelWrite], list[TrainResult]]:
+    """What one write to `live` does to train `items` (see `_write`)."""
 
     def work(write: ModelWrite) -> list[TrainResult]:
         conn = write.conn
@@ -251,7 +337,7 @@ def _write(
         add_activity(conn, live.id, hour=_this_hour(), events=counted)
         return results
 
-    return write_model(rt.db, rt.models, live, work)
+    return work
 
 
 def _token_ids(write: ModelWrite, items: list[_Item]) -> list[tuple[IntArray, IntArray]]:
@@ -277,10 +363,21 @@ def _token_ids(write: ModelWrite, items: list[_Item]) -> list[tuple[IntArray, In
 
 
 def _items_for_message_id(
-    rt: Runtime, live: LiveModel, message_id: str, class_index: int
+    rt: Runtime,
+    live: LiveModel,
+    message_id: str,
+    class_index: int,
+    backing: ModelRow | None = None,
 ) -> tuple[list[_Item], str | None]:
-    """Find what to relabel or train for feedback that names only a message_id."""
+    """Find what to relabel or train for feedback that names only a message_id.
+
+    A message classified on a model backed by another has a record in each (the tokens each
+    knew): the item trained is their union, by text, so the tokens only the backing model
+    knew are learned too.
+    """
     rt.flush_classifications(live.id)  # this model's records only: others wait for the flusher
+    if backing is not None:
+        rt.flush_classifications(backing.id)
     since = rt.retention_start()
 
     def look(conn: Connection) -> tuple[list[StoredMessage], str | None, _Item | None]:
@@ -300,6 +397,8 @@ def _items_for_message_id(
                 record.token_ids,
                 record.token_terms,
             )
+            if backing is not None and since is not None and not stored:
+                item = _with_backing_record(conn, live, item, backing, since)
         return stored, None if record is None else record.verdict, item
 
     stored, verdict, classified = rt.db.run(look, write=False)
@@ -321,6 +420,29 @@ def _items_for_message_id(
     raise MessageNotFound(
         f"message_id {message_id!r} was neither trained nor classified within the retention "
         "period; send the message with the feedback"
+    )
+
+
+def _with_backing_record(
+    conn: Connection, live: LiveModel, item: _Item, backing: ModelRow, since: datetime
+) -> _Item:
+    """`item` (from `live`'s classification record) joined by text with the backing model's
+    record of the same message."""
+    record = find_classification(conn, backing.id, item.message_id, since=since)
+    if record is None or record.message_key != item.message_key or not record.token_ids.size:
+        return item
+    own = _as_texts(live, item)
+    assert own.token_texts is not None
+    terms = dict(zip(own.token_texts, own.token_terms.tolist(), strict=True))
+    texts = read_token_texts(conn, backing.id, record.token_ids.tolist())
+    for token_id, count in zip(record.token_ids.tolist(), record.token_terms.tolist(), strict=True):
+        text = texts.get(token_id)
+        if text:
+            terms.setdefault(text, count)
+    return replace(
+        own,
+        token_texts=list(terms),
+        token_terms=np.fromiter(terms.values(), dtype=np.int64, count=len(terms)),
     )
 
 

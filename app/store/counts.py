@@ -374,3 +374,18 @@ def read_token_counts(
         for token_id, class_index, docs, terms in rows:
             result[(int(token_id), int(class_index))] = (int(docs), int(terms))
     return result
+
+
+def read_token_texts(conn: Connection, model_id: int, token_ids: Sequence[int]) -> dict[int, str]:
+    """The text of each of `token_ids` the model still has (expired ones have none)."""
+    found: dict[int, str] = {}
+    wanted = sorted(set(token_ids))
+    for start in range(0, len(wanted), 1000):  # bound the statement's parameters
+        chunk = wanted[start : start + 1000]
+        for token_id, text in conn.execute(
+            select(tokens.c.token_id, tokens.c.text).where(
+                tokens.c.model_id == model_id, tokens.c.token_id.in_(chunk)
+            )
+        ):
+            found[int(token_id)] = text
+    return found

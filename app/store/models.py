@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -32,6 +33,8 @@ class ModelRow:
     created_at: datetime
     vocabulary: int = 0
     epoch: int = 0
+    backed_by: int | None = None  # the id of the model backing this one
+    feedback_trains_backing: bool = False
 
 
 def _row(row: Any) -> ModelRow:
@@ -45,6 +48,8 @@ def _row(row: Any) -> ModelRow:
         created_at=as_utc(row.created_at),
         vocabulary=row.vocabulary,
         epoch=row.epoch,
+        backed_by=row.backed_by,
+        feedback_trains_backing=bool(row.feedback_trains_backing),
     )
 
 
@@ -90,6 +95,69 @@ def find_model(conn: Connection, name: str) -> ModelRow:
     if row is None:
         raise ModelNotFound(f"no model named {name!r}")
     return _row(row)
+
+
+def find_model_by_id(conn: Connection, model_id: int) -> ModelRow:
+    row = conn.execute(select(models).where(models.c.id == model_id)).first()
+    if row is None:
+        raise ModelNotFound(f"no model with the id {model_id}")
+    return _row(row)
+
+
+def lock_models(conn: Connection, names: Sequence[str]) -> dict[str, ModelRow]:
+    """Read the named models, row-locked in name order (PostgreSQL; SQLite's write lock is
+    already held), so two changes of backing relations cannot interleave. ModelNotFound
+    names the first missing one."""
+    rows = {
+        row.name: _row(row)
+        for row in conn.execute(
+            select(models)
+            .where(models.c.name.in_(sorted(set(names))))
+            .order_by(models.c.name)
+            .with_for_update()
+        )
+    }
+    for name in names:
+        if name not in rows:
+            raise ModelNotFound(f"no model named {name!r}")
+    return rows
+
+
+def names_backed_by(conn: Connection, model_id: int) -> list[str]:
+    """The names of the models `model_id` backs, sorted."""
+    return list(
+        conn.execute(
+            select(models.c.name).where(models.c.backed_by == model_id).order_by(models.c.name)
+        ).scalars()
+    )
+
+
+def model_names(conn: Connection, model_ids: Sequence[int]) -> dict[int, str]:
+    """The name of each of `model_ids` that exists."""
+    if not model_ids:
+        return {}
+    return {
+        int(model_id): name
+        for model_id, name in conn.execute(
+            select(models.c.id, models.c.name).where(models.c.id.in_(sorted(set(model_ids))))
+        )
+    }
+
+
+def set_backing(
+    conn: Connection, model_id: int, *, backed_by: int | None, feedback_trains_backing: bool
+) -> None:
+    """Set (or clear, with None) the model backing `model_id`; bumps its generation so every
+    process holding it reads the change."""
+    conn.execute(
+        update(models)
+        .where(models.c.id == model_id)
+        .values(
+            backed_by=backed_by,
+            feedback_trains_backing=feedback_trains_backing,
+            generation=models.c.generation + 1,
+        )
+    )
 
 
 def list_models(conn: Connection) -> list[ModelRow]:

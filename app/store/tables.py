@@ -11,6 +11,7 @@ from __future__ import annotations
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     CheckConstraint,
     Column,
     DateTime,
@@ -23,6 +24,7 @@ from sqlalchemy import (
     String,
     Table,
     UniqueConstraint,
+    false,
 )
 
 metadata = MetaData(
@@ -62,6 +64,18 @@ models = Table(
     # Bumped when tokens expire (rows deleted, which the change feed cannot show): a process
     # holding the model reloads it.
     Column("epoch", BigInteger, nullable=False, default=0, server_default="0"),
+    # The model whose counts this one's are merged with when classifying (a personal model
+    # backed by a global one); NULL: none. One level: a backing model is backed by none.
+    Column("backed_by", Integer, nullable=True),
+    # Whether feedback on this model also trains its backing model.
+    Column(
+        "feedback_trains_backing",
+        Boolean,
+        nullable=False,
+        default=False,
+        server_default=false(),
+    ),
+    Index("ix_models_backed_by", "backed_by"),
 )
 
 class_totals = Table(

@@ -3,7 +3,7 @@ mail servers (`POST /train`, `/classify`, `/feedback` with `?model=`, default `d
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from app.api.auth import AUTH_ERRORS, requires
 from app.api.deps import (
@@ -27,6 +27,7 @@ from app.api.schemas import (
     TrainResponse,
 )
 from app.service.classification import classify, classify_batch
+from app.service.keys import ApiKey
 from app.service.runtime import Runtime
 from app.service.training import apply_feedback, forget, train, train_batch
 
@@ -58,10 +59,24 @@ def _classify(rt: Runtime, name: str, body: ClassifyInput) -> ClassifyResponse:
     )
 
 
-def _feedback(rt: Runtime, name: str, body: FeedbackInput) -> TrainResponse:
+def _feedback(rt: Runtime, name: str, body: FeedbackInput, request: Request) -> TrainResponse:
     label, message_id, message = body
+    key: ApiKey | None = getattr(request.state, "api_key", None)
+
+    def may_train(model_name: str) -> bool:
+        """Whether the request's key may train `model_name` (feedback on a personal model may
+        also train the model backing it, but a key limited to the personal one may not)."""
+        return key is None or (key.allows("train") and key.may_use(model_name))
+
     return TrainResponse.of(
-        apply_feedback(rt, model_name=name, label=label, message_id=message_id, message=message)
+        apply_feedback(
+            rt,
+            model_name=name,
+            label=label,
+            message_id=message_id,
+            message=message,
+            may_train=may_train,
+        )
     )
 
 
@@ -130,10 +145,14 @@ def classify_messages(
     responses=WRITE_ERRORS,
     openapi_extra=message_body_openapi("FeedbackRequest"),
 )
-def give_feedback(name: ModelName, body: FeedbackInput, rt: RuntimeDep) -> TrainResponse:
+def give_feedback(
+    name: ModelName, body: FeedbackInput, rt: RuntimeDep, request: Request
+) -> TrainResponse:
     """ "Mark as spam / not spam". With only a `message_id`, works for messages classified
-    within the retention period (or trained before); otherwise send the message too."""
-    return _feedback(rt, name, body)
+    within the retention period (or trained before); otherwise send the message too. On a
+    model backed by another, trains that model too when its `feedback_trains_backing` is set
+    and the API key may train it (`models` lists what was trained)."""
+    return _feedback(rt, name, body, request)
 
 
 @router.delete(
@@ -175,7 +194,7 @@ def classify_short(
     openapi_extra=message_body_openapi("FeedbackRequest"),
 )
 def feedback_short(
-    body: FeedbackInput, rt: RuntimeDep, model: ModelQuery = "default"
+    body: FeedbackInput, rt: RuntimeDep, request: Request, model: ModelQuery = "default"
 ) -> TrainResponse:
     """Mark a message as spam or ham in the model `?model=` (default `default`)."""
-    return _feedback(rt, model, body)
+    return _feedback(rt, model, body, request)

@@ -41,7 +41,13 @@ router = APIRouter(
 )
 def create(body: CreateModelInput, rt: RuntimeDep) -> ModelResponse:
     """Create a named filter (one per domain, per user …) with its classes and options."""
-    info = create_model(rt, name=body.name, classes=body.classes, config=body.options())
+    info = create_model(
+        rt,
+        name=body.name,
+        classes=body.classes,
+        config=body.options(),
+        relation=body.relation(),
+    )
     return ModelResponse.of(info)
 
 
@@ -70,8 +76,11 @@ def read(name: ModelName, rt: RuntimeDep) -> ModelResponse:
 )
 def change(name: ModelName, body: UpdateModelInput, rt: RuntimeDep) -> ModelResponse:
     """Change options (thresholds, event model, alpha …); `null` resets one to its default.
-    Counts are kept: no retraining is needed."""
-    return ModelResponse.of(update_model(rt, name=name, changes=body.options()))
+    Counts are kept: no retraining is needed. `backed_by` sets or (`null`) clears the model
+    backing this one."""
+    return ModelResponse.of(
+        update_model(rt, name=name, changes=body.options(), relation=body.relation())
+    )
 
 
 ENDED_KEYS_HEADER = "Spamsift-Ended-Keys"
@@ -91,7 +100,7 @@ ENDED_KEYS_HEADER = "Spamsift-Ended-Keys"
                 }
             },
         },
-        **error_responses(404, 422, 503),
+        **error_responses(404, 409, 422, 503),
     },
 )
 def remove(
@@ -106,7 +115,8 @@ def remove(
     """Delete a model and everything learned in it. Needs `?confirm=<name>`, since it cannot
     be undone (take a `spamsift backup` or `spamsift export` first). API keys limited to it
     alone are revoked (a key limited to several models loses this one); a model made later
-    under the same name is another model, which no old key may use."""
+    under the same name is another model, which no old key may use. A model that backs
+    others is not deleted (409 `model_backs_others`, naming them)."""
     if confirm != name:
         raise NotConfirmed(
             f"deleting model {name!r} drops everything it learned; "

@@ -1,0 +1,96 @@
+"""Merged counts: how a personal model and the model backing it classify together.
+
+DSPAM's merged groups: the counts of the two models are summed token by token (by text, since
+each model numbers its tokens its own way) and class by class, and the message is scored on
+the sum as on one model:
+
+    D_cw = D_cw(personal) + D_cw(backing),   T_cw = T_cw(personal) + T_cw(backing)
+    N_c  = N_c(personal)  + N_c(backing),    T_c  = T_c(personal)  + T_c(backing)
+
+This is exactly the model that would have been trained on both models' messages, for every
+event model (multinomial, Bernoulli and Robinson-Fisher read nothing but these counts), so no
+weight is to tune: a new personal model scores as its backing model, and its own mail counts
+more as it is trained (its messages are added to the backing model's, one for one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from app.bayes.counts import CountTable, IntArray
+
+
+def merge_counts(base: CountTable, extra: CountTable) -> CountTable:
+    """Return a new table: `base`'s counts plus `extra`'s, token by token text.
+
+    The result numbers `base`'s tokens as `base` does and appends `extra`'s other tokens after
+    them; neither table changes. Slots without a text (expired tokens) are skipped.
+    """
+    if base.classes != extra.classes:
+        raise ValueError(
+            f"merged tables need the same classes, got {list(base.classes)} and "
+            f"{list(extra.classes)}"
+        )
+    merged = base.copy()
+    texts = extra.tokens[:]
+    extra_ids = np.fromiter((index for index, text in enumerate(texts) if text), np.int64, count=-1)
+    if extra_ids.size:
+        kept_texts = [texts[index] for index in extra_ids.tolist()]
+        merged_ids = merged.lookup(kept_texts, exact=True)
+        unknown = np.flatnonzero(merged_ids < 0)
+        if unknown.size:
+            new_ids = np.arange(merged.n_tokens, merged.n_tokens + unknown.size, dtype=np.int64)
+            merged.place(new_ids, [kept_texts[index] for index in unknown.tolist()])
+            merged_ids[unknown] = new_ids
+        _add_cells(
+            merged, merged_ids, extra.token_docs[:, extra_ids], extra.token_terms[:, extra_ids]
+        )
+    merged.set_class_totals(
+        base.class_docs + extra.class_docs, base.class_terms + extra.class_terms
+    )
+    return merged
+
+
+def restrict(table: CountTable, texts: Sequence[str]) -> CountTable:
+    """Return a table of `texts`' rows of `table` only (those it knows), with its class totals.
+
+    Enough to score messages made of `texts` where a scorer reads nothing but a message's own
+    tokens and the class totals (Robinson-Fisher).
+    """
+    distinct = list(dict.fromkeys(texts))
+    ids = table.lookup(distinct, exact=True) if distinct else np.zeros(0, dtype=np.int64)
+    known = np.flatnonzero(ids >= 0)
+    part = CountTable(table.classes)
+    if known.size:
+        part.place(np.arange(known.size, dtype=np.int64), [distinct[i] for i in known.tolist()])
+        source = ids[known]
+        _add_cells(
+            part,
+            np.arange(known.size, dtype=np.int64),
+            table.token_docs[:, source],
+            table.token_terms[:, source],
+        )
+    part.set_class_totals(table.class_docs, table.class_terms)
+    return part
+
+
+def translate(source: CountTable, target: CountTable, token_ids: IntArray) -> IntArray:
+    """Map ids of `source` to the ids of the same texts in `target` (-1 where it has none)."""
+    if not token_ids.size:
+        return np.zeros(0, dtype=np.int64)
+    return target.lookup([source.tokens[int(i)] for i in token_ids.tolist()], exact=True)
+
+
+def _add_cells(table: CountTable, token_ids: IntArray, docs: IntArray, terms: IntArray) -> None:
+    """Add (n_classes, len(token_ids)) docs and terms to `table`'s cells of `token_ids`."""
+    n_classes = len(table.classes)
+    ids = np.tile(token_ids, n_classes)
+    classes = np.repeat(np.arange(n_classes, dtype=np.int64), token_ids.size)
+    table.set_counts(
+        ids,
+        classes,
+        table.token_docs[classes, ids] + docs.ravel(),
+        table.token_terms[classes, ids] + terms.ravel(),
+    )
