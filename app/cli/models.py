@@ -64,6 +64,13 @@ def add_models_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     create.add_argument(
         "--classes", help="comma-separated labels (default: ham,spam)", default=None
     )
+    create.add_argument(
+        "--backed-by",
+        metavar="MODEL",
+        default=None,
+        help="classify on this model's counts summed with MODEL's (a personal model backed by "
+        "a global one); same as backed_by=MODEL",
+    )
     create.add_argument("options", nargs="*", metavar="OPTION=VALUE")
     _add_common(create, "spamsift models create")
     create.set_defaults(run=run_create)
@@ -137,10 +144,13 @@ def run_create(args: argparse.Namespace) -> int:
     classes = args.classes.split(",") if args.classes else None
     with _admin(args) as admin:
         options = parse_options(args.options)
+        if args.backed_by is not None:
+            options["backed_by"] = args.backed_by
         model = admin.create(args.name, classes, options)
     if args.json:
         return _print_json(model)
-    print(f"created model {model['name']} ({', '.join(model['classes'])})")
+    backed = f", backed by {model['backed_by']}" if model.get("backed_by") else ""
+    print(f"created model {model['name']} ({', '.join(model['classes'])}){backed}")
     return 0
 
 
@@ -258,6 +268,11 @@ def _print_table(rows: list[tuple[str, ...]]) -> None:
 def _print_model(model: dict[str, Any]) -> None:
     counts = ", ".join(f"{n} {label}" for label, n in model["messages"].items())
     print(f"model {model['name']}: classes {', '.join(model['classes'])}; messages {counts}")
+    if model.get("backed_by"):
+        trains = " (feedback trains it too)" if model.get("feedback_trains_backing") else ""
+        print(f"backed by {model['backed_by']}: classified on both models' counts{trains}")
+    if model.get("backs"):
+        print(f"backs {', '.join(model['backs'])}")
     rows: list[Row] = [("OPTION", "VALUE")]
     rows += [(name, json.dumps(value)) for name, value in model["config"].items()]
     _print_table(rows)
@@ -321,7 +336,10 @@ class LocalAdmin:
 
         if not re.match(MODEL_NAME_PATTERN, name):
             raise BadArgument(f"a model name matches {MODEL_NAME_PATTERN}; got {name!r}")
-        return _model_json(create_model(self.runtime, name=name, classes=classes, config=options))
+        config, relation = _split_relation(options)
+        return _model_json(
+            create_model(self.runtime, name=name, classes=classes, config=config, relation=relation)
+        )
 
     def show(self, name: str) -> dict[str, Any]:
         from app.service.models import get_model
@@ -331,7 +349,8 @@ class LocalAdmin:
     def change(self, name: str, options: dict[str, Any]) -> dict[str, Any]:
         from app.service.models import update_model
 
-        return _model_json(update_model(self.runtime, name=name, changes=options))
+        config, relation = _split_relation(options)
+        return _model_json(update_model(self.runtime, name=name, changes=config, relation=relation))
 
     def delete(self, name: str) -> None:
         from app.service.models import delete_model
@@ -348,6 +367,15 @@ class LocalAdmin:
         self.runtime.close()
 
 
+def _split_relation(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Scoring options apart from the backing relation's fields (`backed_by`, ...)."""
+    from app.service.models import RELATION_FIELDS
+
+    config = {name: value for name, value in options.items() if name not in RELATION_FIELDS}
+    relation = {name: value for name, value in options.items() if name in RELATION_FIELDS}
+    return config, relation
+
+
 def _model_json(info: ModelInfo) -> dict[str, Any]:
     """A model as GET /v1/models/{name} answers it."""
     return {
@@ -358,6 +386,9 @@ def _model_json(info: ModelInfo) -> dict[str, Any]:
         "created_at": info.created_at.isoformat(),
         "messages": info.messages,
         "trained_messages": info.trained_messages,
+        "backed_by": info.backed_by,
+        "feedback_trains_backing": info.feedback_trains_backing,
+        "backs": list(info.backs),
     }
 
 

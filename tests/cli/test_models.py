@@ -77,3 +77,30 @@ def test_stats_prints_counts_activity_and_the_min_learns_warning(
     assert remote["min_learns"] == 2
     assert [model["name"] for model in listed["models"]] == ["default"]
     assert remote_delete.returncode == 0, remote_delete.stderr
+
+
+def test_a_personal_model_is_made_backed_shown_and_its_backing_model_kept(
+    cli: Cli, server: str
+) -> None:
+    created = cli("models", "create", "alice", "--backed-by", "default")
+    shown = cli.ok("models", "show", "alice")
+    backing = cli.ok("models", "show", "default")
+    refused = cli("models", "delete", "default", "--yes")
+    remote = json.loads(
+        cli.ok("models", "set", "alice", "feedback_trains_backing=true", "--json", "--url", server)
+    )
+    chained = cli("models", "create", "bob", "backed_by=alice", "--url", server)
+    cleared = json.loads(cli.ok("models", "set", "alice", "backed_by=", "--json"))
+
+    assert created.returncode == 0, created.stderr
+    assert b"created model alice (ham, spam), backed by default" in created.stdout
+    assert "backed by default: classified on both models' counts" in shown
+    assert "backs alice" in backing
+    assert refused.returncode == 1
+    assert b"model_backs_others" not in refused.stderr  # the local command says it in words
+    assert b"backs the models alice" in refused.stderr
+    assert remote["backed_by"] == "default"
+    assert remote["feedback_trains_backing"] is True
+    assert chained.returncode == 2
+    assert b"invalid_backing" in chained.stderr
+    assert cleared["backed_by"] is None
