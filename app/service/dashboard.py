@@ -10,9 +10,13 @@ from sqlalchemy import Connection
 
 from app.bayes.naive_bayes import top_tokens
 from app.bayes.vocabulary import select_vocabulary
+from app.errors import ModelNotFound
+from app.live.models import LiveModel
 from app.service.classification import min_learns_of, training_warnings
 from app.service.runtime import Runtime
 from app.store.activity import last_event_hour, read_activity_hours, sum_activity
+from app.store.counts import read_class_totals
+from app.store.models import find_model_by_id, names_backed_by
 
 PERIODS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "all": None}
 TOP_TOKENS = 20
@@ -58,7 +62,7 @@ def model_stats(rt: Runtime, *, model_name: str) -> dict[str, Any]:
 
     now = datetime.now(UTC)
 
-    def read(conn: Connection) -> tuple[dict[str, Any], datetime | None]:
+    def read(conn: Connection) -> tuple[dict[str, Any], datetime | None, dict[str, Any]]:
         periods = {
             period: _activity(
                 sum_activity(conn, live.id, since=None if span is None else now - span),
@@ -66,9 +70,13 @@ def model_stats(rt: Runtime, *, model_name: str) -> dict[str, Any]:
             )
             for period, span in PERIODS.items()
         }
-        return periods, last_event_hour(conn, live.id, "trained")
+        return periods, last_event_hour(conn, live.id, "trained"), _relation(conn, live)
 
-    activity, last_trained_hour = rt.db.run(read, write=False)
+    activity, last_trained_hour, relation = rt.db.run(read, write=False)
+    if relation["blend"] is not None:  # the floor applies to the blend's counts (classify)
+        warnings = training_warnings(
+            live.classes, list(relation["blend"]["messages"].values()), min_learns
+        )
     return {
         "model": live.name,
         "generation": generation,
@@ -84,6 +92,31 @@ def model_stats(rt: Runtime, *, model_name: str) -> dict[str, Any]:
         "activity": activity,
         "last_trained_hour": None if last_trained_hour is None else last_trained_hour.isoformat(),
         "database_bytes": rt.db.size_bytes(),
+        **relation,
+    }
+
+
+def _relation(conn: Connection, live: LiveModel) -> dict[str, Any]:
+    """The model's backing relation both ways, and the messages per class of its blend."""
+    backing = None
+    if live.backed_by is not None:
+        try:
+            backing = find_model_by_id(conn, live.backed_by)
+        except ModelNotFound:
+            backing = None
+    blend = None
+    if backing is not None:
+        own, _ = read_class_totals(conn, live.id, len(live.classes))
+        theirs, _ = read_class_totals(conn, backing.id, len(backing.classes))
+        blend = {
+            "models": [live.name, backing.name],
+            "messages": dict(zip(live.classes, (own + theirs).tolist(), strict=True)),
+        }
+    return {
+        "backed_by": None if backing is None else backing.name,
+        "feedback_trains_backing": live.feedback_trains_backing and backing is not None,
+        "backs": names_backed_by(conn, live.id),
+        "blend": blend,
     }
 
 

@@ -67,13 +67,13 @@ def create_model(
     def work(conn: Any) -> None:
         row = store.insert_model(conn, name=name, classes=checked_classes, config=config)
         if relation:
-            _set_relation(conn, row, relation)
+            set_relation(conn, row, relation)
 
     rt.db.run(work)
     return get_model(rt, name=name)
 
 
-def _set_relation(conn: Any, row: store.ModelRow, relation: dict[str, Any]) -> None:
+def set_relation(conn: Any, row: store.ModelRow, relation: dict[str, Any]) -> None:
     """Set or clear the model backing `row` (`backed_by`: a name, or None to clear) and
     whether its feedback also trains that model.
 
@@ -212,7 +212,7 @@ def update_model(
             parse_config(merged, classes=row.classes)
             store.update_model_config(conn, row.id, merged)
         if relation:
-            _set_relation(conn, row, relation)
+            set_relation(conn, row, relation)
 
     rt.db.run(work)
     rt.models.forget(name)

@@ -4,7 +4,8 @@ An export is a stream of JSON objects, one per line:
 
     {"type": "header", "format": "spamsift-export", "version": 1, "exported_at": "…",
      "tables": {"tokens": ["token_id", "text", "generation"], …}}
-    {"type": "model", "name": "default", "classes": ["ham", "spam"], "config": {}, …}
+    {"type": "model", "name": "default", "classes": ["ham", "spam"], "config": {}, …,
+     "backed_by": null, "feedback_trains_backing": false}
     {"type": "rows", "model": "default", "table": "tokens", "rows": [[0, "prize", 3], …]}
     …
     {"type": "end", "models": 1, "rows": {"tokens": 50211, …}}
@@ -14,6 +15,10 @@ ledger's packed token ids base64. The whole export is read in one read transacti
 one consistent snapshot while training goes on; an import is one write transaction, so a
 truncated or inconsistent file changes nothing. Importing into an empty database reproduces
 every stored row (model ids aside, which the database hands out).
+
+A model backed by another names it (`backed_by`); an import sets the relation once every model
+is in, to a model of the export or one the database has (an export without those two keys,
+from before backing relations, imports its models unbacked).
 """
 
 from __future__ import annotations
@@ -31,9 +36,9 @@ from typing import Any
 from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
-from app.errors import Conflict, InvalidInput, ModelExists, ModelNotFound
+from app.errors import Conflict, InvalidBacking, InvalidInput, ModelExists, ModelNotFound
 from app.service.model_config import check_classes, parse_config
-from app.service.models import MODEL_NAME_PATTERN
+from app.service.models import MODEL_NAME_PATTERN, set_relation
 from app.store import models as store_models
 from app.store.counts import read_class_totals
 from app.store.engine import Database
@@ -47,6 +52,7 @@ from app.store.transfer import (
     integrity_check,
     read_models,
     read_table,
+    repoint_backing,
     table_columns,
     vacuum_into,
 )
@@ -95,6 +101,8 @@ def export_records(
             yield {
                 "type": "model",
                 **{column: _encode(model[column]) for column in MODEL_COLUMNS},
+                "backed_by": model["backed_by"],
+                "feedback_trains_backing": model["feedback_trains_backing"],
             }
             for name in MODEL_TABLES:
                 for chunk in read_table(conn, name, model["id"]):
@@ -161,6 +169,8 @@ class _Importer:
         self.model: str | None = None
         self.model_id = 0
         self.ended = False
+        self.relations: dict[str, dict[str, Any]] = {}  # set once every model is in
+        self.backed_by_replaced: dict[str, int] = {}  # name -> id of the model it replaced
 
     def take(self, conn: Connection, number: int, record: dict[str, Any]) -> None:
         kind = record.get("type") if isinstance(record, dict) else None
@@ -185,6 +195,15 @@ class _Importer:
             raise InvalidInput("the export ends early (no end line): nothing was imported")
         for name in self.summary.models:  # the running totals an export does not carry
             store_models.recount_vocabulary(conn, store_models.find_model(conn, name).id)
+        for name, old_id in self.backed_by_replaced.items():
+            repoint_backing(conn, old_id, store_models.find_model(conn, name).id)
+        for name, relation in self.relations.items():
+            try:
+                set_relation(conn, store_models.find_model(conn, name), relation)
+            except InvalidBacking as error:
+                raise InvalidBacking(
+                    f"model {name!r}: {error.message} (export its backing model with it)"
+                ) from error
 
     def _header(self, where: str, record: dict[str, Any], kind: object) -> None:
         if kind != "header" or record.get("format") != FORMAT:
@@ -211,6 +230,12 @@ class _Importer:
                 "n_tokens": int(record["n_tokens"]),
                 "created_at": _datetime(record["created_at"]),
             }
+            backed_by = record.get("backed_by")
+            if backed_by is not None:
+                self.relations[name] = {
+                    "backed_by": str(backed_by),
+                    "feedback_trains_backing": bool(record.get("feedback_trains_backing")),
+                }
         except (KeyError, TypeError, ValueError) as error:
             raise InvalidInput(f"{where}: a model line needs {', '.join(MODEL_COLUMNS)}") from error
         except InvalidInput as error:
@@ -237,6 +262,8 @@ class _Importer:
                 f"{where}: model {model['name']!r} exists and is trained; import --replace "
                 "replaces it"
             )
+        if store_models.names_backed_by(conn, existing.id):  # they stay backed by its new self
+            self.backed_by_replaced[model["name"]] = existing.id
         store_models.delete_model(conn, existing.id)
         if existing.created_at == model["created_at"]:
             # A server holding the old model tells models apart by id and created_at: make

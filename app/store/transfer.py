@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, DateTime, LargeBinary, Table, insert, select
+from sqlalchemy import Connection, DateTime, LargeBinary, Table, insert, select, update
 
 from app.store.engine import Database
 from app.store.models import as_utc
@@ -66,6 +66,14 @@ def read_models(conn: Connection, names: Sequence[str] | None = None) -> list[di
     query = select(models).order_by(models.c.name)
     if names is not None:
         query = query.where(models.c.name.in_(list(names)))
+    backing: dict[int, str] = {
+        int(row.id): row.name
+        for row in conn.execute(
+            select(models.c.id, models.c.name).where(
+                models.c.id.in_(select(models.c.backed_by).where(models.c.backed_by.isnot(None)))
+            )
+        )
+    }
     return [
         {
             "id": row.id,
@@ -75,6 +83,8 @@ def read_models(conn: Connection, names: Sequence[str] | None = None) -> list[di
             "generation": int(row.generation),
             "n_tokens": int(row.n_tokens),
             "created_at": as_utc(row.created_at),
+            "backed_by": None if row.backed_by is None else backing.get(row.backed_by),
+            "feedback_trains_backing": bool(row.feedback_trains_backing),
         }
         for row in conn.execute(query)
     ]
@@ -98,6 +108,11 @@ def insert_model_row(conn: Connection, model: dict[str, Any]) -> int:
     created_at); return its new id."""
     values = {column: model[column] for column in MODEL_COLUMNS}
     return int(conn.execute(insert(models).values(**values).returning(models.c.id)).scalar_one())
+
+
+def repoint_backing(conn: Connection, old_id: int, new_id: int) -> None:
+    """Models backed by the model `old_id` (replaced by an import) are backed by `new_id`."""
+    conn.execute(update(models).where(models.c.backed_by == old_id).values(backed_by=new_id))
 
 
 def insert_rows(conn: Connection, name: str, model_id: int, rows: Sequence[dict[str, Any]]) -> None:

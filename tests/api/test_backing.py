@@ -273,3 +273,22 @@ def test_a_key_limited_to_the_personal_model_reads_the_backing_counts_but_never_
     assert allowed.json()["models"] == ["alice", "global"]
     assert after == before + 1
     assert direct.status_code == 403
+
+
+def test_stats_show_the_relation_and_the_floor_of_the_blend(client: TestClient) -> None:
+    create(client, "global")
+    create(client, "alice", backed_by="global", min_learns=5)
+    train_global(client)
+    train(client, "alice", "spam", PERSONAL_SPAM[0])
+
+    mine = client.get("/v1/models/alice/stats").json()
+    theirs = client.get("/v1/models/global/stats").json()
+
+    assert mine["backed_by"] == "global"
+    assert mine["backs"] == []
+    assert mine["blend"] == {"models": ["alice", "global"], "messages": {"ham": 8, "spam": 9}}
+    assert mine["classes"]["spam"]["messages"] == 1
+    assert mine["warnings"] == []  # alice alone is under its floor of 5; the blend is not
+    assert theirs["backed_by"] is None
+    assert theirs["backs"] == ["alice"]
+    assert theirs["blend"] is None
