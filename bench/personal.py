@@ -1,0 +1,249 @@
+"""Personal models backed by a global one: per-user accuracy of personal only, global only and
+the blend (their counts summed, `app.bayes.blend.merge_counts`, which classify uses), with few
+and with many personal trainings.
+
+    python -m bench.personal                               # every user (~5 min, 2 cores)
+    python -m bench.personal --limit 300 --trainings 10,40 --seeds 1 --json p.json  # smoke
+
+The global model is trained on spamassassin's easy_ham, easy_ham_2 and spam folders. Each user
+is a mailbox whose mail differs from it:
+
+- `spamassassin-hard`: the folders the global model never saw, hard_ham and spam_2 (the same
+  source, other senders and a later year);
+- `csdmc2010`: English mail of 2009-2010, seven years later;
+- `trec06c`: Chinese mail (the global model knows almost none of its words);
+- `sms`: SMS texts (short; another medium).
+
+Every message is read text-only (body and subject, no other header: the headers of csdmc2010
+and trec06c give their labels away, and a user's headers would differ from the global model's
+anyway). A user's messages are split by `spamsift evaluate`'s fixed split: its test messages
+are scored, the personal model is trained on the first N of the others in a shuffled order
+(one shuffle per seed). Per user, N and condition the table gives the median over the seeds of
+1-ROCA % and of the FNR at FPR <= 1 %, with the range over seeds. "personal" is empty (n/a)
+when the personal model has not yet seen both classes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.bayes.blend import merge_counts
+from app.bayes.counts import CountTable
+from app.bayes.naive_bayes import Classifier, NaiveBayesConfig
+from app.service.corpus import LabelledMessage
+from app.service.evaluation import (
+    Example,
+    is_test_message,
+    ranking_measures,
+    stream_order,
+    tokenize_corpus,
+)
+from app.service.model_config import ModelConfig
+from bench import data
+
+CLASSES = ("ham", "spam")
+GLOBAL_FOLDERS = ("easy_ham", "easy_ham_2", "spam")
+CONDITIONS = ("personal", "global", "blend")
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    corpus: str
+    folders: tuple[str, ...] | None  # spamassassin folders; None: the whole corpus
+
+
+USERS = (
+    User("spamassassin-hard", "spamassassin", ("hard_ham", "spam_2")),
+    User("csdmc2010", "csdmc2010", None),
+    User("trec06c", "trec06c-subset", None),
+    User("sms", "sms-spam-collection", None),
+)
+
+
+def folder_of(message: LabelledMessage) -> str:
+    return message.id.partition("/")[0]
+
+
+def table_of(examples: Sequence[Example]) -> CountTable:
+    """A model trained on `examples`, as the service trains one (each message's distinct
+    tokens with their counts)."""
+    table = CountTable(CLASSES)
+    for example in examples:
+        ids = table.intern(list(example.tokens))
+        terms = np.fromiter(example.tokens.values(), dtype=np.int64, count=len(ids))
+        order = np.argsort(ids)
+        table.add(CLASSES.index(example.label), ids[order], terms[order])
+    return table
+
+
+def measure(
+    table: CountTable, config: NaiveBayesConfig, test: Sequence[Example]
+) -> dict[str, float] | None:
+    """1-ROCA % and FNR at FPR <= 1 % of `table` on `test`; None if it lacks a class."""
+    if not all(table.class_docs > 0):
+        return None
+    classifier = Classifier(table, config)
+    odds = classifier.spam_log_odds(table.vectorize([example.tokens for example in test]))
+    ranking = ranking_measures(
+        np.asarray(odds, dtype=np.float64),
+        np.array([example.label == "spam" for example in test]),
+        [example.id for example in test],
+        replicates=0,
+    )
+    return {
+        "one_minus_roca_percent": ranking.one_minus_roca_percent,
+        "fnr_at_1pct_fpr": ranking.fnr_at_1pct_fpr,
+    }
+
+
+def summarise(runs: list[dict[str, float] | None]) -> dict[str, Any] | None:
+    """Median and range over seeds of each measure; None if any seed could not score."""
+    if not runs or any(run is None for run in runs):
+        return None
+    measured = [run for run in runs if run is not None]
+    return {
+        key: {
+            "median": statistics.median(run[key] for run in measured),
+            "min": min(run[key] for run in measured),
+            "max": max(run[key] for run in measured),
+        }
+        for key in measured[0]
+    }
+
+
+def run_user(
+    user: User,
+    examples: list[Example],
+    global_table: CountTable,
+    config: NaiveBayesConfig,
+    *,
+    trainings: Sequence[int],
+    seeds: int,
+) -> dict[str, Any]:
+    test = [example for example in examples if is_test_message(example.id)]
+    pool = [example for example in examples if not is_test_message(example.id)]
+    result: dict[str, Any] = {
+        "user": user.name,
+        "corpus": user.corpus,
+        "messages": len(examples),
+        "test_messages": len(test),
+        "test_spam": sum(example.label == "spam" for example in test),
+        "training_pool": len(pool),
+        "global": measure(global_table, config, test),
+        "trainings": [],
+    }
+    for n in trainings:
+        if n > len(pool):
+            continue
+        runs: dict[str, list[dict[str, float] | None]] = {"personal": [], "blend": []}
+        for seed in range(seeds):
+            personal = table_of(stream_order(pool, seed)[:n])
+            runs["personal"].append(measure(personal, config, test))
+            runs["blend"].append(measure(merge_counts(personal, global_table), config, test))
+        result["trainings"].append(
+            {
+                "n": n,
+                "personal": summarise(runs["personal"]),
+                "blend": summarise(runs["blend"]),
+            }
+        )
+    return result
+
+
+def _cell(summary: dict[str, Any] | None, key: str) -> str:
+    if summary is None:
+        return "n/a"
+    if "median" not in summary[key]:
+        return f"{summary[key]:.3g}"
+    part = summary[key]
+    if part["min"] == part["max"]:
+        return f"{part['median']:.3g}"
+    return f"{part['median']:.3g} ({part['min']:.3g}-{part['max']:.3g})"
+
+
+def table_lines(users: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| user | personal trainings | personal 1-ROCA % | global 1-ROCA % | blend 1-ROCA % "
+        "| personal FNR@1%FPR | global FNR@1%FPR | blend FNR@1%FPR |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for user in users:
+        plain = user["global"]
+        global_summary = (
+            None
+            if plain is None
+            else {key: {"median": v, "min": v, "max": v} for key, v in plain.items()}
+        )
+        for row in user["trainings"]:
+            cells = [
+                _cell(summary, key)
+                for key in ("one_minus_roca_percent", "fnr_at_1pct_fpr")
+                for summary in (row["personal"], global_summary, row["blend"])
+            ]
+            lines.append(f"| {user['user']} | {row['n']} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.personal", description=__doc__)
+    parser.add_argument("--limit", type=int, default=None, help="messages per corpus (spread)")
+    parser.add_argument(
+        "--trainings",
+        default="20,200,1000",
+        help="personal trainings to measure, comma-separated (default 20,200,1000)",
+    )
+    parser.add_argument("--seeds", type=int, default=5, help="shuffles of the training pool")
+    parser.add_argument("--users", default=",".join(user.name for user in USERS))
+    parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    args = parser.parse_args(argv)
+    trainings = [int(n) for n in args.trainings.split(",")]
+    chosen = [user for user in USERS if user.name in args.users.split(",")]
+    config = ModelConfig().to_engine()
+
+    started = time.perf_counter()
+    spamassassin = data.load("spamassassin")
+    global_messages = [m for m in spamassassin if folder_of(m) in GLOBAL_FOLDERS]
+    global_messages = data.spread(global_messages, args.limit)
+    global_table = table_of(tokenize_corpus(global_messages, text_only_view=True))
+    print(
+        f"global: {len(global_messages)} spamassassin messages ({', '.join(GLOBAL_FOLDERS)}), "
+        f"{global_table.n_tokens} tokens",
+        file=sys.stderr,
+    )
+    users = []
+    for user in chosen:
+        messages = spamassassin if user.corpus == "spamassassin" else data.load(user.corpus)
+        if user.folders is not None:
+            messages = [m for m in messages if folder_of(m) in user.folders]
+        messages = data.spread(messages, args.limit)
+        examples = tokenize_corpus(messages, text_only_view=True)
+        users.append(
+            run_user(user, examples, global_table, config, trainings=trainings, seeds=args.seeds)
+        )
+        print(f"{user.name}: {len(examples)} messages", file=sys.stderr)
+    report = {
+        "benchmark": "personal",
+        "global": {"messages": len(global_messages), "tokens": global_table.n_tokens},
+        "config": {"event_model": config.event_model, "seeds": args.seeds},
+        "seconds": time.perf_counter() - started,
+        "users": users,
+    }
+    print("\n".join(table_lines(users)))
+    if args.json is not None:
+        args.json.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
