@@ -285,3 +285,29 @@ def test_the_root_leads_to_the_page(server: Any, path: str) -> None:
 
     assert str(response.url).endswith("/ui/")
     assert "<title>spamsift</title>" in response.text
+
+
+def test_a_personal_models_page_shows_its_backing_model_and_the_backing_its_models(
+    open_page: Any, api: httpx.Client
+) -> None:
+    backing = new_model(api, "global")
+    personal = f"alice-{next(names)}"
+    created = api.post("/v1/models", json={"name": personal, "backed_by": backing})
+    assert created.status_code == 201, created.text
+    train(api, backing, 3, 4)
+    page = open_page()
+    page.open()
+    page.sign_in(ADMIN_KEY)
+
+    page.go(f"model/{personal}")
+    note = page.tab.locator('[data-relation="backed-by"]')
+    note.wait_for()
+    text = note.inner_text()
+    page.go(f"model/{backing}")
+    backs = page.tab.locator('[data-relation="backs"]')
+    backs.wait_for()
+
+    assert f"Backed by {backing}: classified on both models' counts (4 ham, 3 spam)" in text
+    assert "feedback trains this model alone" in text
+    assert personal in backs.inner_text()
+    assert page.errors == []

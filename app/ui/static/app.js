@@ -362,6 +362,7 @@ async function renderModel(argument, view) {
   fill(
     view,
     h("div", { class: "page-head" }, h("h1", {}, `Model ${name}`), picker, ranges),
+    relationNote(stats),
     warningsList(stats),
     h("section", { class: "card", "aria-label": "Correction rates" }, h("ul", { class: "rates" }, rates)),
     h(
@@ -383,6 +384,31 @@ async function renderModel(argument, view) {
     ),
     topTokens(stats),
   );
+}
+
+// A personal model backed by another (classified on both models' counts), or a model backing others.
+function relationNote(stats) {
+  const link = (model) => h("a", { href: `#model/${encodeURIComponent(model)}` }, model);
+  const parts = [];
+  if (stats.backed_by) {
+    const messages = Object.entries(stats.blend ? stats.blend.messages : {})
+      .map(([label, n]) => `${number(n)} ${label}`)
+      .join(", ");
+    parts.push(
+      h("li", { "data-relation": "backed-by" }, "Backed by ", link(stats.backed_by),
+        `: classified on both models' counts (${messages})`,
+        stats.feedback_trains_backing ? "; feedback trains both." : "; feedback trains this model alone."),
+    );
+  }
+  if (stats.backs && stats.backs.length) {
+    const links = [];
+    stats.backs.forEach((model, i) => {
+      if (i) links.push(", ");
+      links.push(link(model));
+    });
+    parts.push(h("li", { "data-relation": "backs" }, "Backs ", ...links, "."));
+  }
+  return parts.length ? h("ul", { class: "relation" }, parts) : null;
 }
 
 function colourOf(label, index) {
