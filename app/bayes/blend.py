@@ -22,18 +22,31 @@ import numpy as np
 from app.bayes.counts import CountTable, IntArray
 
 
-def merge_counts(base: CountTable, extra: CountTable) -> CountTable:
-    """Return a new table: `base`'s counts plus `extra`'s, token by token text.
+def merge_counts(base: CountTable, extra: CountTable, *, base_weight: int = 1) -> CountTable:
+    """Return a new table: `base`'s counts (times `base_weight`) plus `extra`'s, token by
+    token text.
 
     The result numbers `base`'s tokens as `base` does and appends `extra`'s other tokens after
     them; neither table changes. Slots without a text (expired tokens) are skipped.
     """
+    if base_weight < 1:
+        raise ValueError(f"base_weight must be >= 1, got {base_weight}")
     if base.classes != extra.classes:
         raise ValueError(
             f"merged tables need the same classes, got {list(base.classes)} and "
             f"{list(extra.classes)}"
         )
     merged = base.copy()
+    if base_weight != 1:
+        n = merged.n_tokens
+        ids = np.tile(np.arange(n, dtype=np.int64), len(base.classes))
+        classes = np.repeat(np.arange(len(base.classes), dtype=np.int64), n)
+        merged.set_counts(
+            ids,
+            classes,
+            base.token_docs.ravel() * base_weight,
+            base.token_terms.ravel() * base_weight,
+        )
     texts = extra.tokens[:]
     extra_ids = np.fromiter((index for index, text in enumerate(texts) if text), np.int64, count=-1)
     if extra_ids.size:
@@ -48,7 +61,8 @@ def merge_counts(base: CountTable, extra: CountTable) -> CountTable:
             merged, merged_ids, extra.token_docs[:, extra_ids], extra.token_terms[:, extra_ids]
         )
     merged.set_class_totals(
-        base.class_docs + extra.class_docs, base.class_terms + extra.class_terms
+        base.class_docs * base_weight + extra.class_docs,
+        base.class_terms * base_weight + extra.class_terms,
     )
     return merged
 

@@ -107,3 +107,17 @@ def test_translate_maps_ids_by_text_and_marks_unknown_ones() -> None:
     got = translate(source, target, source.lookup(["a", "b", "c"]))
 
     assert got.tolist() == [target.lookup(["a"])[0], -1, target.lookup(["c"])[0]]
+
+
+def test_a_weight_counts_each_personal_message_that_many_times() -> None:
+    backing = trained(labelled(HAM, SPAM))
+    personal = trained(labelled(PERSONAL_HAM, PERSONAL_SPAM))
+    three_times = trained(labelled(HAM, SPAM) + 3 * labelled(PERSONAL_HAM, PERSONAL_SPAM))
+
+    merged = merge_counts(personal, backing, base_weight=3)
+
+    assert counts_by_text(merged) == counts_by_text(three_times)
+    np.testing.assert_array_equal(merged.class_docs, three_times.class_docs)
+    np.testing.assert_array_equal(merged.class_terms, three_times.class_terms)
+    with pytest.raises(ValueError, match="base_weight"):
+        merge_counts(personal, backing, base_weight=0)
