@@ -111,6 +111,11 @@ class ConfigFields(Strict):
         "every verdict is `unsure`, with a warning); default: SPAMSIFT_MIN_LEARNS (200)",
     )
 
+    personal_weight: int | None = Field(
+        default=None,
+        description="with backed_by: each message trained in this model counts this many "
+        "times against the backing model's when classify sums their counts (default 1)",
+    )
     backed_by: str | None = Field(
         default=None,
         pattern=MODEL_NAME_PATTERN,

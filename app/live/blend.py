@@ -50,6 +50,13 @@ class Blend:
     def names(self) -> tuple[str, ...]:
         return tuple(part.name for part in self.parts)
 
+    def messages(self) -> list[int]:
+        """Trained messages per class of both models, each counted once (not weighted)."""
+        total = np.zeros(len(self.live.classes), dtype=np.int64)
+        for part in self.parts:
+            total += part.table.class_docs
+        return total.tolist()
+
     def ids_in(self, part: Part, merged_ids: IntArray) -> IntArray:
         """The ids `part`'s model gives the merged table's tokens `merged_ids` (-1: none)."""
         if not merged_ids.size:
@@ -65,8 +72,10 @@ def read_blend(
     texts: Sequence[str],
     *,
     event_model: str | None,
+    personal_weight: int = 1,
 ) -> Blend:
-    """Merge `personal`'s counts with `backing`'s for scoring messages made of `texts`.
+    """Merge `personal`'s counts (times `personal_weight`) with `backing`'s for scoring
+    messages made of `texts`.
 
     `personal` is the held copy, or the row of a model this process does not hold.
     """
@@ -75,7 +84,7 @@ def read_blend(
     whole = not scores_from_message_rows(config, event_model)
     first = _part(models, personal, texts, whole=whole, event_model=event_model)
     second = _part(models, backing, texts, whole=whole, event_model=event_model)
-    table = merge_counts(first.table, second.table)
+    table = merge_counts(first.table, second.table, base_weight=personal_weight)
     live = LiveModel(
         id=personal.id,
         name=personal.name,

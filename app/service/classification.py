@@ -155,13 +155,18 @@ def _classify_blended(
     model knew; the activity counters are the personal model's alone.
     """
     texts = [text for message in prepared for text in message.token_counts]
-    blend = read_blend(rt.models, personal, backing, texts, event_model=event_model)
+    options = personal.options if isinstance(personal, LiveModel) else personal.config
+    weight = parse_config(options, classes=personal.classes).personal_weight
+    blend = read_blend(
+        rt.models, personal, backing, texts, event_model=event_model, personal_weight=weight
+    )
     results, merged_records = _score(
         blend.live,
         prepared,
         event_model=event_model,
         explain=explain,
         min_learns=min_learns_of(rt, blend.live),
+        class_messages=blend.messages(),
     )
     for part in blend.parts:
         records = []
@@ -242,9 +247,12 @@ def _score(
     explain: bool,
     min_learns: int = 0,
     model_ids: IntArray | None = None,
+    class_messages: list[int] | None = None,
 ) -> tuple[list[Classification], list[ClassificationRecord]]:
     """Score `prepared` on `live`; `model_ids` maps the table's token ids to the model's when
-    `live` holds only the messages' tokens (the records keep the model's ids)."""
+    `live` holds only the messages' tokens (the records keep the model's ids).
+    `class_messages`: the trained messages per class the floor applies to, when they are not
+    the table's (a weighted blend counts each message once there)."""
     chosen = event_model or live.config.event_model
     if chosen == "robinson-fisher" and set(live.classes) != {"ham", "spam"}:
         raise InvalidConfig("event_model", "robinson-fisher needs exactly the classes ham and spam")
@@ -266,7 +274,8 @@ def _score(
             else None
         )
         config = classifier.config
-        warnings = training_warnings(live.classes, live.table.class_docs.tolist(), min_learns)
+        counted = live.table.class_docs.tolist() if class_messages is None else class_messages
+        warnings = training_warnings(live.classes, counted, min_learns)
     results: list[Classification] = []
     records: list[ClassificationRecord] = []
     spam_index = live.classes.index("spam") if "spam" in live.classes else None

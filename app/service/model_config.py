@@ -48,6 +48,9 @@ class ModelConfig(BaseModel):
     # Fewest trained messages of each class before verdicts are trusted; below it every verdict
     # is "unsure" with a warning. None: SPAMSIFT_MIN_LEARNS (200, as SpamAssassin and rspamd).
     min_learns: int | None = Field(default=None, ge=0, le=1_000_000)
+    # A model backed by another: each of its trained messages counts this many times against
+    # the backing model's when their counts are summed (1: summed as they are, DSPAM's merge).
+    personal_weight: int = Field(default=1, ge=1, le=1000)
 
     @model_validator(mode="after")
     def _thresholds_in_order(self) -> Self:

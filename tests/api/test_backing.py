@@ -292,3 +292,31 @@ def test_stats_show_the_relation_and_the_floor_of_the_blend(client: TestClient) 
     assert theirs["backed_by"] is None
     assert theirs["backs"] == ["alice"]
     assert theirs["blend"] is None
+
+
+def test_a_personal_weight_counts_each_personal_message_that_many_times_but_once_for_the_floor(
+    client: TestClient,
+) -> None:
+    create(client, "global")
+    create(client, "alice", backed_by="global", personal_weight=3, min_learns=13)
+    create(client, "both", min_learns=13)
+    train_global(client)
+    train_global(client, "both")
+    train_personal(client, "alice")
+    for copy in range(3):  # other message ids: each copy is trained as one more message
+        for spam, ham in zip(PERSONAL_SPAM, PERSONAL_HAM, strict=True):
+            for label, text in (("spam", spam), ("ham", ham)):
+                response = client.post(
+                    "/v1/models/both/train",
+                    json={"label": label, "text": text, "message_id": f"{copy}-{text}"},
+                )
+                assert response.status_code == 200, response.text
+
+    for text in MESSAGES:
+        blended = classify(client, "alice", text)
+        expected = classify(client, "both", text)
+        assert blended["probabilities"] == pytest.approx(expected["probabilities"], abs=1e-9)
+        # 8 + 4 = 12 messages of each class, under the floor of 13, whatever the weight
+        assert blended["verdict"] == "unsure"
+        assert "12 ham, 12 spam" in blended["warnings"][0]
+        assert expected["warnings"] == []  # 8 + 3 x 4 = 20 trained messages of each class
