@@ -2,8 +2,11 @@
 the blend (their counts summed, `app.bayes.blend.merge_counts`, which classify uses), with few
 and with many personal trainings.
 
-    python -m bench.personal                               # every user (~5 min, 2 cores)
+    python -m bench.personal                               # every user (~11 min, loaded)
     python -m bench.personal --limit 300 --trainings 10,40 --seeds 1 --json p.json  # smoke
+
+"blend" sums the counts as they are (`personal_weight` 1); "blend xW" counts each personal
+message W times (`personal_weight` W, `--weights`).
 
 The global model is trained on spamassassin's easy_ham, easy_ham_2 and spam folders. Each user
 is a mailbox whose mail differs from it:
@@ -53,7 +56,6 @@ from bench import data
 
 CLASSES = ("ham", "spam")
 GLOBAL_FOLDERS = ("easy_ham", "easy_ham_2", "spam")
-CONDITIONS = ("personal", "global", "blend")
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,7 @@ def run_user(
     *,
     trainings: Sequence[int],
     seeds: int,
+    weights: Sequence[int] = (1,),
 ) -> dict[str, Any]:
     test = [example for example in examples if is_test_message(example.id)]
     pool = [example for example in examples if not is_test_message(example.id)]
@@ -146,19 +149,21 @@ def run_user(
     for n in trainings:
         if n > len(pool):
             continue
-        runs: dict[str, list[dict[str, float] | None]] = {"personal": [], "blend": []}
+        runs: dict[str, list[dict[str, float] | None]] = {"personal": []}
         for seed in range(seeds):
             personal = table_of(stream_order(pool, seed)[:n])
             runs["personal"].append(measure(personal, config, test))
-            runs["blend"].append(measure(merge_counts(personal, global_table), config, test))
+            for weight in weights:
+                blend = merge_counts(personal, global_table, base_weight=weight)
+                runs.setdefault(blend_name(weight), []).append(measure(blend, config, test))
         result["trainings"].append(
-            {
-                "n": n,
-                "personal": summarise(runs["personal"]),
-                "blend": summarise(runs["blend"]),
-            }
+            {"n": n, **{condition: summarise(found) for condition, found in runs.items()}}
         )
     return result
+
+
+def blend_name(weight: int) -> str:
+    return "blend" if weight == 1 else f"blend_x{weight}"
 
 
 def _cell(summary: dict[str, Any] | None, key: str) -> str:
@@ -172,11 +177,14 @@ def _cell(summary: dict[str, Any] | None, key: str) -> str:
     return f"{part['median']:.3g} ({part['min']:.3g}-{part['max']:.3g})"
 
 
-def table_lines(users: list[dict[str, Any]]) -> list[str]:
+def table_lines(users: list[dict[str, Any]], weights: Sequence[int] = (1,)) -> list[str]:
+    conditions = ["personal", "global", *(blend_name(weight) for weight in weights)]
+    titles = [condition.replace("_x", " x") for condition in conditions]
+    measures = (("one_minus_roca_percent", "1-ROCA %"), ("fnr_at_1pct_fpr", "FNR@1%FPR"))
+    header = [f"{title} {label}" for _, label in measures for title in titles]
     lines = [
-        "| user | personal trainings | personal 1-ROCA % | global 1-ROCA % | blend 1-ROCA % "
-        "| personal FNR@1%FPR | global FNR@1%FPR | blend FNR@1%FPR |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| user | personal trainings | " + " | ".join(header) + " |",
+        "|---|---:|" + "---:|" * len(header),
     ]
     for user in users:
         plain = user["global"]
@@ -187,9 +195,9 @@ def table_lines(users: list[dict[str, Any]]) -> list[str]:
         )
         for row in user["trainings"]:
             cells = [
-                _cell(summary, key)
-                for key in ("one_minus_roca_percent", "fnr_at_1pct_fpr")
-                for summary in (row["personal"], global_summary, row["blend"])
+                _cell(global_summary if condition == "global" else row[condition], key)
+                for key, _ in measures
+                for condition in conditions
             ]
             lines.append(f"| {user['user']} | {row['n']} | " + " | ".join(cells) + " |")
     return lines
@@ -204,10 +212,14 @@ def main(argv: list[str] | None = None) -> int:
         help="personal trainings to measure, comma-separated (default 20,200,1000)",
     )
     parser.add_argument("--seeds", type=int, default=5, help="shuffles of the training pool")
+    parser.add_argument(
+        "--weights", default="1,10", help="personal_weight values of the blend (default 1,10)"
+    )
     parser.add_argument("--users", default=",".join(user.name for user in USERS))
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     args = parser.parse_args(argv)
     trainings = [int(n) for n in args.trainings.split(",")]
+    weights = [int(w) for w in args.weights.split(",")]
     chosen = [user for user in USERS if user.name in args.users.split(",")]
     config = ModelConfig().to_engine()
 
@@ -229,17 +241,25 @@ def main(argv: list[str] | None = None) -> int:
         messages = data.spread(messages, args.limit)
         examples = tokenize_corpus(messages, text_only_view=True)
         users.append(
-            run_user(user, examples, global_table, config, trainings=trainings, seeds=args.seeds)
+            run_user(
+                user,
+                examples,
+                global_table,
+                config,
+                trainings=trainings,
+                seeds=args.seeds,
+                weights=weights,
+            )
         )
         print(f"{user.name}: {len(examples)} messages", file=sys.stderr)
     report = {
         "benchmark": "personal",
         "global": {"messages": len(global_messages), "tokens": global_table.n_tokens},
-        "config": {"event_model": config.event_model, "seeds": args.seeds},
+        "config": {"event_model": config.event_model, "seeds": args.seeds, "weights": weights},
         "seconds": time.perf_counter() - started,
         "users": users,
     }
-    print("\n".join(table_lines(users)))
+    print("\n".join(table_lines(users, weights)))
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2))
     return 0
