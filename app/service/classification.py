@@ -90,6 +90,16 @@ def classify_batch(
     # Each message has its time budget: past it, it is scored on what was tokenized in time and
     # carries the defect "time_budget".
     prepared = prepare_messages(rt, messages, "classify", processes=processes)
+    # A model backed by another is scored on both models' counts summed (see _classify_blended).
+    backing_id = live.backed_by if live is not None else row.backed_by if row else None
+    if backing_id is not None:
+        backing = rt.db.run(lambda conn: find_backing(conn, backing_id), write=False)
+        if backing is not None:
+            personal = live if live is not None else row
+            assert personal is not None
+            return _classify_blended(
+                rt, personal, backing, prepared, event_model=event_model, explain=explain
+            )
     model_ids: IntArray | None = None
     if row is not None:
         # A model this process does not hold is scored from its messages' rows alone where its
@@ -101,18 +111,6 @@ def classify_batch(
         else:
             live, model_ids = partial.live, partial.token_ids
     assert live is not None
-    backing_id = live.backed_by
-    if backing_id is not None:
-        backing = rt.db.run(lambda conn: find_backing(conn, backing_id), write=False)
-        if backing is not None:
-            return _classify_blended(
-                rt,
-                live if row is None else row,
-                backing,
-                prepared,
-                event_model=event_model,
-                explain=explain,
-            )
     results, records = _score(
         live,
         prepared,
