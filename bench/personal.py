@@ -5,6 +5,11 @@ and with many personal trainings.
     python -m bench.personal                               # every user (~11 min, loaded)
     python -m bench.personal --limit 300 --trainings 10,40 --seeds 1 --json p.json  # smoke
 
+`--latency N` also times classify through the service (a SQLite file, one process): N test
+messages one at a time on the global model alone, on a personal model backed by it with both
+held, and with neither held (a fresh process each time: each model's message rows read from
+the database), as medians and p95 in ms, and the blend's ratios to the global model alone.
+
 "blend" sums the counts as they are (`personal_weight` 1); "blend xW" counts each personal
 message W times (`personal_weight` W, `--weights`).
 
@@ -162,6 +167,15 @@ def run_user(
     return result
 
 
+def stream_order_messages(messages: list[LabelledMessage]) -> list[LabelledMessage]:
+    """The messages in the fixed shuffle of seed 0 (a folder's first ones are one class)."""
+    order = {
+        example.id: i
+        for i, example in enumerate(stream_order([Example(m.id, m.label, {}) for m in messages], 0))
+    }
+    return sorted(messages, key=lambda m: order[m.id])
+
+
 def blend_name(weight: int) -> str:
     return "blend" if weight == 1 else f"blend_x{weight}"
 
@@ -203,6 +217,64 @@ def table_lines(users: list[dict[str, Any]], weights: Sequence[int] = (1,)) -> l
     return lines
 
 
+def time_classify(
+    messages: Sequence[LabelledMessage],
+    global_messages: Sequence[LabelledMessage],
+    n: int,
+    folder: Path,
+) -> dict[str, Any]:
+    """Latency of classify (ms) on the global model alone and on a personal model backed by
+    it, held and not held; the personal model has 20 trained messages of its own."""
+    from app.config import Settings
+    from app.service.classification import classify
+    from app.service.messages import Message
+    from app.service.models import create_model
+    from app.service.runtime import Runtime
+    from app.service.training import train_batch
+
+    settings = Settings(database_url=f"sqlite:///{folder / 'personal.db'}", _env_file=None)  # type: ignore[call-arg]
+    from app.store.migrate import upgrade_schema
+
+    rt = Runtime(settings)
+    upgrade_schema(rt.db)
+    create_model(rt, name="global", classes=None, config={})
+    create_model(rt, name="alice", classes=None, config={}, relation={"backed_by": "global"})
+    batch = [(Message(raw=data.raw_text(m)), m.label) for m in global_messages]
+    for start in range(0, len(batch), 200):
+        train_batch(rt, model_name="global", items=batch[start : start + 200])
+    own = [(Message(raw=data.raw_text(m)), m.label) for m in messages[:20]]
+    train_batch(rt, model_name="alice", items=own)
+    tests = [Message(raw=data.raw_text(m)) for m in messages[20 : 20 + n]]
+    timings: dict[str, list[float]] = {"global": [], "blend_held": [], "blend_cold": []}
+    for message in tests:  # warm: both held
+        for name, key in (("global", "global"), ("alice", "blend_held")):
+            started = time.perf_counter()
+            classify(rt, model_name=name, message=message)
+            timings[key].append(1000 * (time.perf_counter() - started))
+    rt.close()
+    for message in tests[: max(1, n // 4)]:  # cold: a process that holds nothing
+        fresh = Runtime(settings)
+        started = time.perf_counter()
+        classify(fresh, model_name="alice", message=message)
+        timings["blend_cold"].append(1000 * (time.perf_counter() - started))
+        fresh.close()
+
+    def figures(values: list[float]) -> dict[str, float]:
+        ordered = sorted(values)
+        return {
+            "median_ms": statistics.median(ordered),
+            "p95_ms": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
+            "n": len(ordered),
+        }
+
+    result = {key: figures(values) for key, values in timings.items()}
+    base = result["global"]["median_ms"]
+    result["ratios_to_global"] = {
+        key: result[key]["median_ms"] / base for key in ("blend_held", "blend_cold")
+    }
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.personal", description=__doc__)
     parser.add_argument("--limit", type=int, default=None, help="messages per corpus (spread)")
@@ -217,6 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--users", default=",".join(user.name for user in USERS))
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    parser.add_argument(
+        "--latency", type=int, default=0, help="also time N classifications (see above)"
+    )
     args = parser.parse_args(argv)
     trainings = [int(n) for n in args.trainings.split(",")]
     weights = [int(w) for w in args.weights.split(",")]
@@ -252,8 +327,18 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         print(f"{user.name}: {len(examples)} messages", file=sys.stderr)
+    latency = None
+    if args.latency:
+        import tempfile
+
+        mailbox = [m for m in spamassassin if folder_of(m) in USERS[0].folders]  # type: ignore[operator]
+        mailbox = stream_order_messages(mailbox)
+        with tempfile.TemporaryDirectory() as folder:
+            latency = time_classify(mailbox, global_messages, args.latency, Path(folder))
+        print(json.dumps(latency, indent=2))
     report = {
         "benchmark": "personal",
+        "latency": latency,
         "global": {"messages": len(global_messages), "tokens": global_table.n_tokens},
         "config": {"event_model": config.event_model, "seeds": args.seeds, "weights": weights},
         "seconds": time.perf_counter() - started,

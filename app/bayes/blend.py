@@ -29,6 +29,14 @@ def merge_counts(base: CountTable, extra: CountTable, *, base_weight: int = 1) -
     The result numbers `base`'s tokens as `base` does and appends `extra`'s other tokens after
     them; neither table changes. Slots without a text (expired tokens) are skipped.
     """
+    return merge_counts_mapped(base, extra, base_weight=base_weight)[0]
+
+
+def merge_counts_mapped(
+    base: CountTable, extra: CountTable, *, base_weight: int = 1
+) -> tuple[CountTable, IntArray]:
+    """`merge_counts`, and for each of `extra`'s ids the merged table's id of its token (-1
+    for a slot without a text)."""
     if base_weight < 1:
         raise ValueError(f"base_weight must be >= 1, got {base_weight}")
     if base.classes != extra.classes:
@@ -49,6 +57,7 @@ def merge_counts(base: CountTable, extra: CountTable, *, base_weight: int = 1) -
         )
     texts = extra.tokens[:]
     extra_ids = np.fromiter((index for index, text in enumerate(texts) if text), np.int64, count=-1)
+    extra_to_merged = np.full(len(texts), -1, dtype=np.int64)
     if extra_ids.size:
         kept_texts = [texts[index] for index in extra_ids.tolist()]
         merged_ids = merged.lookup(kept_texts, exact=True)
@@ -60,11 +69,12 @@ def merge_counts(base: CountTable, extra: CountTable, *, base_weight: int = 1) -
         _add_cells(
             merged, merged_ids, extra.token_docs[:, extra_ids], extra.token_terms[:, extra_ids]
         )
+        extra_to_merged[extra_ids] = merged_ids
     merged.set_class_totals(
         base.class_docs * base_weight + extra.class_docs,
         base.class_terms * base_weight + extra.class_terms,
     )
-    return merged
+    return merged, extra_to_merged
 
 
 def restrict(table: CountTable, texts: Sequence[str]) -> CountTable:
@@ -73,6 +83,11 @@ def restrict(table: CountTable, texts: Sequence[str]) -> CountTable:
     Enough to score messages made of `texts` where a scorer reads nothing but a message's own
     tokens and the class totals (Robinson-Fisher).
     """
+    return restrict_mapped(table, texts)[0]
+
+
+def restrict_mapped(table: CountTable, texts: Sequence[str]) -> tuple[CountTable, IntArray]:
+    """`restrict`, and for each id of the new table the id of its token in `table`."""
     distinct = list(dict.fromkeys(texts))
     ids = table.lookup(distinct, exact=True) if distinct else np.zeros(0, dtype=np.int64)
     known = np.flatnonzero(ids >= 0)
@@ -87,7 +102,7 @@ def restrict(table: CountTable, texts: Sequence[str]) -> CountTable:
             table.token_terms[:, source],
         )
     part.set_class_totals(table.class_docs, table.class_terms)
-    return part
+    return part, ids[known]
 
 
 def translate(source: CountTable, target: CountTable, token_ids: IntArray) -> IntArray:

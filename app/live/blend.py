@@ -16,12 +16,12 @@ classification record kept for feedback by message_id names tokens each model kn
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from app.bayes.blend import merge_counts, restrict
+from app.bayes.blend import merge_counts_mapped, restrict_mapped
 from app.bayes.counts import CountTable, IntArray
 from app.bayes.naive_bayes import Classifier
 from app.live.models import LiveModel, LiveModels, scores_from_message_rows
@@ -30,21 +30,23 @@ from app.store.models import ModelRow
 
 @dataclass(frozen=True)
 class Part:
-    """What one model gives to a blend: its counts (all, or a message's rows) and how to find
-    its own ids of token texts (-1 for a text it does not know)."""
+    """What one model gives to a blend: its counts (all, or a message's rows) and, for each
+    token of that table, the model's own id of it."""
 
     model_id: int
     name: str
     table: CountTable
-    ids_of: Callable[[Sequence[str]], IntArray]
+    model_ids: IntArray
 
 
 @dataclass(frozen=True)
 class Blend:
-    """The merged model to score with, and the models that went into it (personal first)."""
+    """The merged model to score with, the models that went into it (personal first), and for
+    each the model's own id of each merged token (-1: a token it does not know)."""
 
     live: LiveModel
     parts: tuple[Part, ...]
+    id_maps: tuple[IntArray, ...]
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -55,14 +57,12 @@ class Blend:
         total = np.zeros(len(self.live.classes), dtype=np.int64)
         for part in self.parts:
             total += part.table.class_docs
-        return total.tolist()
+        result: list[int] = total.tolist()
+        return result
 
-    def ids_in(self, part: Part, merged_ids: IntArray) -> IntArray:
-        """The ids `part`'s model gives the merged table's tokens `merged_ids` (-1: none)."""
-        if not merged_ids.size:
-            return np.zeros(0, dtype=np.int64)
-        tokens = self.live.table.tokens
-        return part.ids_of([tokens[int(i)] for i in merged_ids.tolist()])
+    def ids_in(self, index: int, merged_ids: IntArray) -> IntArray:
+        """The ids model `parts[index]` gives the merged table's tokens `merged_ids`."""
+        return self.id_maps[index][merged_ids]
 
 
 def read_blend(
@@ -84,7 +84,14 @@ def read_blend(
     whole = not scores_from_message_rows(config, event_model)
     first = _part(models, personal, texts, whole=whole, event_model=event_model)
     second = _part(models, backing, texts, whole=whole, event_model=event_model)
-    table = merge_counts(first.table, second.table, base_weight=personal_weight)
+    table, second_to_merged = merge_counts_mapped(
+        first.table, second.table, base_weight=personal_weight
+    )
+    first_map = np.full(table.n_tokens, -1, dtype=np.int64)
+    first_map[: first.model_ids.size] = first.model_ids
+    second_map = np.full(table.n_tokens, -1, dtype=np.int64)
+    placed = second_to_merged >= 0
+    second_map[second_to_merged[placed]] = second.model_ids[placed]
     live = LiveModel(
         id=personal.id,
         name=personal.name,
@@ -97,7 +104,7 @@ def read_blend(
         epoch=personal.epoch,
         backed_by=backing.id,
     )
-    return Blend(live=live, parts=(first, second))
+    return Blend(live=live, parts=(first, second), id_maps=(first_map, second_map))
 
 
 def _part(
@@ -112,23 +119,13 @@ def _part(
     if live is not None or whole:
         live = models.get(model.name)  # synced if due; loaded (within the budget) if whole
         with live.lock:
-            table = live.table.copy() if whole else restrict(live.table, texts)
-        held = live
-
-        def held_ids(wanted: Sequence[str]) -> IntArray:
-            with held.lock:
-                return held.table.lookup(list(wanted), exact=True)
-
-        return Part(live.id, live.name, table, held_ids)
+            if whole:
+                table = live.table.copy()
+                ids = np.arange(table.n_tokens, dtype=np.int64)
+            else:
+                table, ids = restrict_mapped(live.table, texts)
+        return Part(live.id, live.name, table, ids)
     assert isinstance(model, ModelRow)
     partial = models.read_partial(model, texts, event_model=event_model)
     assert partial is not None  # not whole: its scorer reads only the messages' rows
-    local, model_ids = partial.live.table, partial.token_ids
-
-    def partial_ids(wanted: Sequence[str]) -> IntArray:
-        if not model_ids.size:
-            return np.full(len(wanted), -1, dtype=np.int64)
-        found = local.lookup(list(wanted), exact=True)
-        return np.where(found >= 0, model_ids[np.maximum(found, 0)], -1)
-
-    return Part(model.id, model.name, local, partial_ids)
+    return Part(model.id, model.name, partial.live.table, partial.token_ids)

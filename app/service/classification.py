@@ -166,10 +166,10 @@ def _classify_blended(
         min_learns=min_learns_of(rt, blend.live),
         class_messages=blend.messages(),
     )
-    for part in blend.parts:
+    for index, part in enumerate(blend.parts):
         records = []
         for record in merged_records:
-            ids = blend.ids_in(part, record.token_ids)
+            ids = blend.ids_in(index, record.token_ids)
             known = ids >= 0
             order = np.argsort(ids[known], kind="stable")
             records.append(
