@@ -68,7 +68,7 @@ class Blend:
 def read_blend(
     models: LiveModels,
     personal: LiveModel | ModelRow,
-    backing: ModelRow,
+    backing: LiveModel | ModelRow,
     texts: Sequence[str],
     *,
     event_model: str | None,

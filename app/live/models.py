@@ -338,6 +338,11 @@ class LiveModels:
         with self._lock:
             return self._models.get(name)
 
+    def held_by_id(self, model_id: int) -> LiveModel | None:
+        """The model of that id if this process holds it (a backing model, known by id)."""
+        with self._lock:
+            return next((live for live in self._models.values() if live.id == model_id), None)
+
     def hold(self, live: LiveModel) -> None:
         """Keep `live` (a model this process just made or loaded), within the budget."""
         with self._lock:

@@ -93,10 +93,12 @@ def classify_batch(
     # A model backed by another is scored on both models' counts summed (see _classify_blended).
     backing_id = live.backed_by if live is not None else row.backed_by if row else None
     if backing_id is not None:
-        backing = rt.db.run(lambda conn: find_backing(conn, backing_id), write=False)
-        if backing is not None:
-            personal = live if live is not None else row
-            assert personal is not None
+        backing: LiveModel | ModelRow | None = rt.models.held_by_id(backing_id)
+        if backing is None:
+            backing = rt.db.run(lambda conn: find_backing(conn, backing_id), write=False)
+        personal = live if live is not None else row
+        assert personal is not None
+        if backing is not None and backing.classes == personal.classes:
             return _classify_blended(
                 rt, personal, backing, prepared, event_model=event_model, explain=explain
             )
@@ -138,7 +140,7 @@ def find_backing(conn: Connection, model_id: int) -> ModelRow | None:
 def _classify_blended(
     rt: Runtime,
     personal: LiveModel | ModelRow,
-    backing: ModelRow,
+    backing: LiveModel | ModelRow,
     prepared: list[PreparedMessage],
     *,
     event_model: EventModel | None,
