@@ -2,7 +2,7 @@
 the blend (their counts summed, `app.bayes.blend.merge_counts`, which classify uses), with few
 and with many personal trainings.
 
-    python -m bench.personal                               # every user (~11 min, loaded)
+    python -m bench.personal                               # every user (5-11 min, loaded)
     python -m bench.personal --limit 300 --trainings 10,40 --seeds 1 --json p.json  # smoke
 
 `--latency N` also times classify through the service (a SQLite file, one process): N test
