@@ -143,7 +143,7 @@ def run_list(args: argparse.Namespace) -> int:
 def run_create(args: argparse.Namespace) -> int:
     classes = args.classes.split(",") if args.classes else None
     with _admin(args) as admin:
-        options = parse_options(args.options)
+        options = _backing_as_name(parse_options(args.options))
         if args.backed_by is not None:
             options["backed_by"] = args.backed_by
         model = admin.create(args.name, classes, options)
@@ -165,7 +165,7 @@ def run_show(args: argparse.Namespace) -> int:
 
 def run_set(args: argparse.Namespace) -> int:
     with _admin(args) as admin:
-        options = parse_options(args.options)
+        options = _backing_as_name(parse_options(args.options))
         model = admin.change(args.name, options)
     if args.json:
         return _print_json(model)
@@ -374,6 +374,13 @@ def _split_relation(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, 
     config = {name: value for name, value in options.items() if name not in RELATION_FIELDS}
     relation = {name: value for name, value in options.items() if name in RELATION_FIELDS}
     return config, relation
+
+
+def _backing_as_name(options: dict[str, Any]) -> dict[str, Any]:
+    """`backed_by=2024` names the model 2024 (a value is read as JSON where it can be)."""
+    if isinstance(options.get("backed_by"), int | float):
+        options["backed_by"] = str(options["backed_by"])
+    return options
 
 
 def _model_json(info: ModelInfo) -> dict[str, Any]:

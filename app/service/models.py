@@ -82,6 +82,10 @@ def set_relation(conn: Any, row: store.ModelRow, relation: dict[str, Any]) -> No
     in the same order (their counts are summed class by class)."""
     backed_by = relation.get("backed_by", _UNCHANGED)
     trains = relation.get("feedback_trains_backing")
+    if backed_by is not _UNCHANGED and backed_by is not None and not isinstance(backed_by, str):
+        raise InvalidBacking(f"backed_by is a model name, got {backed_by!r}")
+    if trains is not None and not isinstance(trains, bool):
+        raise InvalidBacking(f"feedback_trains_backing is true or false, got {trains!r}")
     if isinstance(backed_by, str):
         locked = _lock_pair(conn, row.name, backed_by)
     else:
