@@ -16,6 +16,7 @@ more as it is trained (its messages are added to the backing model's, one for on
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -123,3 +124,63 @@ def _add_cells(table: CountTable, token_ids: IntArray, docs: IntArray, terms: In
         table.token_docs[classes, ids] + docs.ravel(),
         table.token_terms[classes, ids] + terms.ravel(),
     )
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Some texts' rows of one table: each text's id in it (-1: unknown), their counts
+    (zero where unknown), and the table's class totals."""
+
+    ids: IntArray
+    docs: IntArray  # (n_classes, len(texts))
+    terms: IntArray
+    class_docs: IntArray
+    class_terms: IntArray
+
+
+def rows_of(table: CountTable, texts: Sequence[str]) -> Rows:
+    """The rows of distinct `texts` in `table` (the caller holds whatever guards `table`)."""
+    ids = table.lookup(list(texts), exact=True) if texts else np.zeros(0, dtype=np.int64)
+    known = ids >= 0
+    safe = np.where(known, ids, 0)
+    n_classes = len(table.classes)
+    if table.n_tokens:
+        docs = np.where(known, table.token_docs[:, safe], 0)
+        terms = np.where(known, table.token_terms[:, safe], 0)
+    else:
+        docs = terms = np.zeros((n_classes, len(texts)), dtype=np.int64)
+    return Rows(ids, docs, terms, table.class_docs.copy(), table.class_terms.copy())
+
+
+def merge_rows(
+    classes: Sequence[str], texts: Sequence[str], parts: Sequence[Rows], weights: Sequence[int]
+) -> tuple[CountTable, list[IntArray]]:
+    """One table of the distinct `texts` any part knows, each cell the weighted sum of the
+    parts' (`merge_counts` for a message's tokens only, without building a table per part);
+    and for each part its ids of the table's tokens (-1: it does not know one)."""
+    known = np.zeros(len(texts), dtype=np.bool_)
+    for part in parts:
+        known |= part.ids >= 0
+    kept = np.flatnonzero(known)
+    table = CountTable(classes)
+    n_classes = len(table.classes)
+    docs = np.zeros((n_classes, kept.size), dtype=np.int64)
+    terms = np.zeros((n_classes, kept.size), dtype=np.int64)
+    class_docs = np.zeros(n_classes, dtype=np.int64)
+    class_terms = np.zeros(n_classes, dtype=np.int64)
+    for part, weight in zip(parts, weights, strict=True):
+        docs += weight * part.docs[:, kept]
+        terms += weight * part.terms[:, kept]
+        class_docs += weight * part.class_docs
+        class_terms += weight * part.class_terms
+    if kept.size:
+        local = np.arange(kept.size, dtype=np.int64)
+        table.place(local, [texts[i] for i in kept.tolist()])
+        table.set_counts(
+            np.tile(local, n_classes),
+            np.repeat(np.arange(n_classes, dtype=np.int64), kept.size),
+            docs.ravel(),
+            terms.ravel(),
+        )
+    table.set_class_totals(class_docs, class_terms)
+    return table, [part.ids[kept] for part in parts]

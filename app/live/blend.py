@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.bayes.blend import merge_counts_mapped, restrict_mapped
-from app.bayes.counts import CountTable, IntArray
+from app.bayes.blend import Rows, merge_counts_mapped, merge_rows, rows_of
+from app.bayes.counts import IntArray
 from app.bayes.naive_bayes import Classifier
 from app.live.models import LiveModel, LiveModels, scores_from_message_rows
 from app.store.models import ModelRow
@@ -30,13 +30,11 @@ from app.store.models import ModelRow
 
 @dataclass(frozen=True)
 class Part:
-    """What one model gives to a blend: its counts (all, or a message's rows) and, for each
-    token of that table, the model's own id of it."""
+    """A model that went into a blend, and its trained messages per class."""
 
     model_id: int
     name: str
-    table: CountTable
-    model_ids: IntArray
+    class_docs: IntArray
 
 
 @dataclass(frozen=True)
@@ -56,7 +54,7 @@ class Blend:
         """Trained messages per class of both models, each counted once (not weighted)."""
         total = np.zeros(len(self.live.classes), dtype=np.int64)
         for part in self.parts:
-            total += part.table.class_docs
+            total += part.class_docs
         result: list[int] = total.tolist()
         return result
 
@@ -81,17 +79,34 @@ def read_blend(
     """
     row_config = personal.options if isinstance(personal, LiveModel) else personal.config
     config = models.engine_config(row_config, personal.classes)
-    whole = not scores_from_message_rows(config, event_model)
-    first = _part(models, personal, texts, whole=whole, event_model=event_model)
-    second = _part(models, backing, texts, whole=whole, event_model=event_model)
-    table, second_to_merged = merge_counts_mapped(
-        first.table, second.table, base_weight=personal_weight
-    )
-    first_map = np.full(table.n_tokens, -1, dtype=np.int64)
-    first_map[: first.model_ids.size] = first.model_ids
-    second_map = np.full(table.n_tokens, -1, dtype=np.int64)
-    placed = second_to_merged >= 0
-    second_map[second_to_merged[placed]] = second.model_ids[placed]
+    if scores_from_message_rows(config, event_model):
+        distinct = list(dict.fromkeys(texts))
+        first = _rows(models, personal, distinct, event_model=event_model)
+        second = _rows(models, backing, distinct, event_model=event_model)
+        table, id_lists = merge_rows(
+            personal.classes, distinct, [first[1], second[1]], [personal_weight, 1]
+        )
+        parts = (first[0], second[0])
+        id_maps = (id_lists[0], id_lists[1])
+    else:
+        whole_first, whole_second = models.get(personal.name), models.get(backing.name)
+        with whole_first.lock:
+            first_table = whole_first.table.copy()
+        with whole_second.lock:
+            second_table = whole_second.table.copy()
+        table, second_to_merged = merge_counts_mapped(
+            first_table, second_table, base_weight=personal_weight
+        )
+        first_map = np.full(table.n_tokens, -1, dtype=np.int64)
+        first_map[: first_table.n_tokens] = np.arange(first_table.n_tokens, dtype=np.int64)
+        second_map = np.full(table.n_tokens, -1, dtype=np.int64)
+        placed = np.flatnonzero(second_to_merged >= 0)
+        second_map[second_to_merged[placed]] = placed
+        parts = (
+            Part(whole_first.id, whole_first.name, first_table.class_docs),
+            Part(whole_second.id, whole_second.name, second_table.class_docs),
+        )
+        id_maps = (first_map, second_map)
     live = LiveModel(
         id=personal.id,
         name=personal.name,
@@ -104,28 +119,26 @@ def read_blend(
         epoch=personal.epoch,
         backed_by=backing.id,
     )
-    return Blend(live=live, parts=(first, second), id_maps=(first_map, second_map))
+    return Blend(live=live, parts=parts, id_maps=id_maps)
 
 
-def _part(
-    models: LiveModels,
-    model: LiveModel | ModelRow,
-    texts: Sequence[str],
-    *,
-    whole: bool,
-    event_model: str | None,
-) -> Part:
+def _rows(
+    models: LiveModels, model: LiveModel | ModelRow, texts: list[str], *, event_model: str | None
+) -> tuple[Part, Rows]:
+    """The rows of `texts` in `model`: from its held copy, else read from the database."""
     live = model if isinstance(model, LiveModel) else models.held(model.name)
-    if live is not None or whole:
-        live = models.get(model.name)  # synced if due; loaded (within the budget) if whole
+    if live is not None:
+        live = models.get(model.name)  # synced if due
         with live.lock:
-            if whole:
-                table = live.table.copy()
-                ids = np.arange(table.n_tokens, dtype=np.int64)
-            else:
-                table, ids = restrict_mapped(live.table, texts)
-        return Part(live.id, live.name, table, ids)
+            rows = rows_of(live.table, texts)
+        return Part(live.id, live.name, rows.class_docs), rows
     assert isinstance(model, ModelRow)
     partial = models.read_partial(model, texts, event_model=event_model)
-    assert partial is not None  # not whole: its scorer reads only the messages' rows
-    return Part(model.id, model.name, partial.live.table, partial.token_ids)
+    assert partial is not None  # its scorer reads only the messages' rows
+    rows = rows_of(partial.live.table, texts)
+    if partial.token_ids.size:  # the partial table's ids are 0..k-1: the model's own ids
+        model_ids = np.where(rows.ids >= 0, partial.token_ids[np.maximum(rows.ids, 0)], -1)
+    else:
+        model_ids = np.full(len(texts), -1, dtype=np.int64)
+    rows = Rows(model_ids, rows.docs, rows.terms, rows.class_docs, rows.class_terms)
+    return Part(model.id, model.name, rows.class_docs), rows

@@ -121,3 +121,24 @@ def test_a_weight_counts_each_personal_message_that_many_times() -> None:
     np.testing.assert_array_equal(merged.class_terms, three_times.class_terms)
     with pytest.raises(ValueError, match="base_weight"):
         merge_counts(personal, backing, base_weight=0)
+
+
+def test_merging_a_messages_rows_gives_the_rows_of_the_merged_tables() -> None:
+    from app.bayes.blend import merge_rows, rows_of
+
+    backing = trained(labelled(HAM, SPAM))
+    personal = trained(labelled(PERSONAL_HAM, PERSONAL_SPAM))
+    texts = ["cheap", "crypto", "lunch", "never-seen", "rope", "now"]
+    whole = merge_counts(personal, backing, base_weight=2)
+
+    table, ids = merge_rows(
+        CLASSES, texts, [rows_of(personal, texts), rows_of(backing, texts)], [2, 1]
+    )
+
+    assert sorted(table.tokens) == ["cheap", "crypto", "lunch", "now", "rope"]
+    by_text = counts_by_text(whole)
+    assert counts_by_text(table) == {text: by_text[text] for text in table.tokens}
+    np.testing.assert_array_equal(table.class_docs, whole.class_docs)
+    np.testing.assert_array_equal(table.class_terms, whole.class_terms)
+    assert ids[0].tolist() == personal.lookup(list(table.tokens)).tolist()
+    assert ids[1].tolist() == backing.lookup(list(table.tokens)).tolist()
