@@ -77,8 +77,10 @@ def read_blend(
 
     `personal` is the held copy, or the row of a model this process does not hold.
     """
-    row_config = personal.options if isinstance(personal, LiveModel) else personal.config
-    config = models.engine_config(row_config, personal.classes)
+    if isinstance(personal, LiveModel):
+        row_config, config = personal.options, personal.config
+    else:
+        row_config, config = personal.config, models.config_of(personal)
     if scores_from_message_rows(config, event_model):
         distinct = list(dict.fromkeys(texts))
         first = _rows(models, personal, distinct, event_model=event_model)
