@@ -84,11 +84,6 @@ def restrict(table: CountTable, texts: Sequence[str]) -> CountTable:
     Enough to score messages made of `texts` where a scorer reads nothing but a message's own
     tokens and the class totals (Robinson-Fisher).
     """
-    return restrict_mapped(table, texts)[0]
-
-
-def restrict_mapped(table: CountTable, texts: Sequence[str]) -> tuple[CountTable, IntArray]:
-    """`restrict`, and for each id of the new table the id of its token in `table`."""
     distinct = list(dict.fromkeys(texts))
     ids = table.lookup(distinct, exact=True) if distinct else np.zeros(0, dtype=np.int64)
     known = np.flatnonzero(ids >= 0)
@@ -103,14 +98,7 @@ def restrict_mapped(table: CountTable, texts: Sequence[str]) -> tuple[CountTable
             table.token_terms[:, source],
         )
     part.set_class_totals(table.class_docs, table.class_terms)
-    return part, ids[known]
-
-
-def translate(source: CountTable, target: CountTable, token_ids: IntArray) -> IntArray:
-    """Map ids of `source` to the ids of the same texts in `target` (-1 where it has none)."""
-    if not token_ids.size:
-        return np.zeros(0, dtype=np.int64)
-    return target.lookup([source.tokens[int(i)] for i in token_ids.tolist()], exact=True)
+    return part
 
 
 def _add_cells(table: CountTable, token_ids: IntArray, docs: IntArray, terms: IntArray) -> None:

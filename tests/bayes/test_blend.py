@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.bayes.blend import merge_counts, restrict, translate
+from app.bayes.blend import merge_counts, restrict
 from app.bayes.counts import CountTable
 from app.bayes.naive_bayes import Classifier, NaiveBayesConfig
 
@@ -98,15 +98,6 @@ def test_restricting_to_a_messages_tokens_keeps_robinson_fisher_scores() -> None
 def test_merging_tables_of_other_classes_is_refused() -> None:
     with pytest.raises(ValueError, match="same classes"):
         merge_counts(CountTable(CLASSES), CountTable(("a", "b", "c")))
-
-
-def test_translate_maps_ids_by_text_and_marks_unknown_ones() -> None:
-    source = trained([(["a", "b", "c"], 0)])
-    target = trained([(["c", "a"], 1)])
-
-    got = translate(source, target, source.lookup(["a", "b", "c"]))
-
-    assert got.tolist() == [target.lookup(["a"])[0], -1, target.lookup(["c"])[0]]
 
 
 def test_a_weight_counts_each_personal_message_that_many_times() -> None:
