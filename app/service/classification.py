@@ -23,7 +23,6 @@ from app.service.messages import Message, PreparedMessage, prepare
 from app.service.model_config import parse_config
 from app.service.runtime import Runtime, with_time_budget
 from app.store.ledger import ClassificationRecord
-from app.store.models import find_model
 from app.text import TokenizerLimits
 
 
@@ -79,20 +78,18 @@ def classify_batch(
     the GIL. The HTTP API does not use it (its parallelism is `--workers`).
     """
     live = rt.models.held(model_name)
-    row = None
-    if live is None:  # read now: 404 before tokenizing
-        row = rt.db.run(lambda conn: find_model(conn, model_name), write=False)
-    else:
+    if live is not None:
         live = rt.models.get(model_name)  # synced if due
     # Each message has its time budget: past it, it is scored on what was tokenized in time and
     # carries the defect "time_budget".
     prepared = prepare_messages(rt, messages, "classify", processes=processes)
     model_ids: IntArray | None = None
-    if row is not None:
+    if live is None:
         # A model this process does not hold is scored from its messages' rows alone where its
-        # scorer allows (Robinson-Fisher), else loaded (within the memory budget).
+        # scorer allows, else loaded (within the memory budget). The model's row is read in
+        # the same transaction as those rows (ModelNotFound there): one read, not two.
         texts = [text for message in prepared for text in message.token_counts]
-        partial = rt.models.read_partial(row, texts, event_model=event_model)
+        partial = rt.models.read_partial(model_name, texts, event_model=event_model)
         if partial is None:
             live = rt.models.get(model_name)
         else:
