@@ -54,6 +54,9 @@ PG_DISK_FULL = "53100"
 WAL_RESET_BUG_VERSIONS = ((3, 7, 0), (3, 51, 2))
 WAL_RESET_BUG_BACKPORTS = (((3, 44, 6), (3, 45, 0)), ((3, 50, 7), (3, 51, 0)))
 _warned_sqlite_versions: set[str] = set()
+SQLITE_INCREMENTAL = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
+# Pages (4 KiB each by default) one step of `reclaim_space` frees: a few ms of write lock.
+RECLAIM_PAGES_PER_STEP = 512
 
 
 class Database:
@@ -184,6 +187,48 @@ class Database:
                 conn.exec_driver_sql("SELECT pg_database_size(current_database())").scalar_one()
             )
 
+    def reclaim_space(self, *, pages_per_step: int = RECLAIM_PAGES_PER_STEP) -> int:
+        """SQLite: hand the pages that deletions freed back to the file system, at most
+        `pages_per_step` per step, each step a short write of its own (a writer waits for one
+        step at most); return the pages freed. Needs auto_vacuum=INCREMENTAL, which new files
+        get and `vacuum` gives old ones. PostgreSQL: nothing (its autovacuum makes deleted
+        rows' space reusable), 0."""
+        if not self.is_sqlite:
+            return 0
+        self._after_fork()
+        freed = 0
+        while True:
+            with self._sqlite_write_turn() as budget, self.engine.connect() as conn:
+                raw = conn.connection.driver_connection
+                assert raw is not None
+                if raw.execute("PRAGMA auto_vacuum").fetchone()[0] != SQLITE_INCREMENTAL:
+                    return freed
+                before = int(raw.execute("PRAGMA freelist_count").fetchone()[0])
+                if before == 0:
+                    return freed
+                raw.execute(f"PRAGMA busy_timeout = {max(1, int(budget * 1000))}")
+                try:
+                    # executescript steps the pragma to its end (execute frees one page).
+                    raw.executescript(f"PRAGMA incremental_vacuum({int(pages_per_step)});")
+                except sqlite3.OperationalError:  # locked past the budget: the next round
+                    return freed
+                after = int(raw.execute("PRAGMA freelist_count").fetchone()[0])
+            freed += before - after
+            if after == 0 or after >= before:
+                return freed
+
+    def vacuum(self) -> None:
+        """Rebuild the database to its live rows (SQLite VACUUM, switching the file to
+        incremental auto-vacuum), or PostgreSQL's VACUUM ANALYZE. SQLite's VACUUM writes a
+        copy of the whole file and holds the write lock meanwhile."""
+        self._after_fork()
+        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            if self.is_sqlite:
+                conn.exec_driver_sql("PRAGMA auto_vacuum = INCREMENTAL")
+                conn.exec_driver_sql("VACUUM")
+            else:
+                conn.exec_driver_sql("VACUUM (ANALYZE)")
+
     def dispose(self) -> None:
         self.engine.dispose()
 
@@ -245,6 +290,10 @@ def warn_if_wal_reset_bug(version: str) -> bool:
 def _configure_sqlite_connection(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
     dbapi_connection.isolation_level = None  # SQLAlchemy emits BEGIN itself, see below
     cursor = dbapi_connection.cursor()
+    # Before any table exists (a new file) this makes deleted rows' pages returnable to the
+    # file system (`Database.reclaim_space`); on an existing file it takes effect at the next
+    # VACUUM (`spamsift db vacuum`).
+    cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
     cursor.execute("PRAGMA journal_mode=WAL")
     # FULL: an acknowledged training survives power loss too, not only a crash (NORMAL would not).
     cursor.execute("PRAGMA synchronous=FULL")
