@@ -57,6 +57,8 @@ _warned_sqlite_versions: set[str] = set()
 SQLITE_INCREMENTAL = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
 # Pages (4 KiB each by default) one step of `reclaim_space` frees: a few ms of write lock.
 RECLAIM_PAGES_PER_STEP = 512
+# PostgreSQL tables whose indexes `vacuum` rebuilds (keyed by ever-growing token ids).
+REINDEXED_TABLES = ("tokens", "token_counts")
 
 
 class Database:
@@ -218,16 +220,23 @@ class Database:
                 return freed
 
     def vacuum(self) -> None:
-        """Rebuild the database to its live rows (SQLite VACUUM, switching the file to
-        incremental auto-vacuum), or PostgreSQL's VACUUM ANALYZE. SQLite's VACUUM writes a
-        copy of the whole file and holds the write lock meanwhile."""
+        """Rebuild the database to its live rows.
+
+        SQLite: VACUUM, switching the file to incremental auto-vacuum; it writes a copy of
+        the whole file and holds the write lock meanwhile. PostgreSQL: VACUUM (ANALYZE), then
+        the token tables' indexes rebuilt without blocking writers (REINDEX CONCURRENTLY):
+        token ids only grow and expiry leaves a few survivors on most index pages, which
+        PostgreSQL never merges, so those indexes grow with every token ever made.
+        """
         self._after_fork()
         with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             if self.is_sqlite:
                 conn.exec_driver_sql("PRAGMA auto_vacuum = INCREMENTAL")
                 conn.exec_driver_sql("VACUUM")
-            else:
-                conn.exec_driver_sql("VACUUM (ANALYZE)")
+                return
+            conn.exec_driver_sql("VACUUM (ANALYZE)")
+            for table in REINDEXED_TABLES:
+                conn.exec_driver_sql(f"REINDEX TABLE CONCURRENTLY {table}")
 
     def dispose(self) -> None:
         self.engine.dispose()
