@@ -213,6 +213,8 @@ def measure_trained(url: str, *, n_models: int, budget_mb: float) -> dict[str, A
     warm_names = names[: min(50, len(names))]
     for name in warm_names:
         rt.models.get(name)
+    # Only those the budget kept: the held figures must not include cold reads.
+    warm_names = [name for name in warm_names if rt.models.held(name) is not None]
     warm: list[float] = []
     for i in range(len(names)):
         name = warm_names[i % len(warm_names)]
@@ -244,6 +246,7 @@ def measure_trained(url: str, *, n_models: int, budget_mb: float) -> dict[str, A
         "held_estimated_mb": held.bytes / 1024 / 1024,
         "evictions": held.evictions,
         "partial_reads": held.partial_reads,
+        "held_models_classified": len(warm_names),
         "rss_fresh_mb": rss_fresh,
         "rss_peak_mb": max(rss_peak, rss_all),
         "rss_holding_mb": rss_all,

@@ -59,8 +59,10 @@ EngineConfig = Callable[[dict[str, Any], tuple[str, ...]], NaiveBayesConfig]
 # Bytes a held model costs per token beyond its count arrays: the token's text and its index
 # entry, and the scorers' cached log-probabilities. Measured: 1,000 models of ~4,300 tokens
 # took 0.86 MB each in server RSS (about 200 bytes a token, of which the int64 count arrays
-# of two classes are 32).
-BYTES_PER_TOKEN = 170
+# of two classes are 32); holding 50 of 2,701 models of ~6,500 tokens in turn (2,651
+# evictions) took 79 MB over the process with none held, about 240 bytes a token once the
+# allocator's fragmentation after many loads and evictions is counted.
+BYTES_PER_TOKEN = 210
 BYTES_PER_MODEL = 16_384  # the Python objects of one model, whatever its size
 
 
