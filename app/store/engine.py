@@ -299,10 +299,11 @@ def warn_if_wal_reset_bug(version: str) -> bool:
 def _configure_sqlite_connection(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
     dbapi_connection.isolation_level = None  # SQLAlchemy emits BEGIN itself, see below
     cursor = dbapi_connection.cursor()
-    # Before any table exists (a new file) this makes deleted rows' pages returnable to the
-    # file system (`Database.reclaim_space`); on an existing file it takes effect at the next
-    # VACUUM (`spamsift db vacuum`).
-    cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
+    # A new file (no page yet) is made incremental auto-vacuum, so that deleted rows' pages
+    # can go back to the file system (`Database.reclaim_space`); an existing file is left as
+    # it is (setting it writes, and fails on a full disk) until `spamsift db vacuum`.
+    if cursor.execute("PRAGMA page_count").fetchone()[0] == 0:
+        cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
     cursor.execute("PRAGMA journal_mode=WAL")
     # FULL: an acknowledged training survives power loss too, not only a crash (NORMAL would not).
     cursor.execute("PRAGMA synchronous=FULL")
