@@ -118,6 +118,15 @@ class Settings(BaseSettings):
         ge=0,
         description="tokens a model keeps at most; 0: no maximum (dead tokens still go)",
     )
+    # Training ledger retention: a model's ledger keeps the newest N trained messages (pruned
+    # in small chunks every 5 minutes by the server and by `spamsift expire`). An older
+    # message's training is then permanent: forget answers 404, feedback trains it anew.
+    max_ledger_messages_per_model: int = Field(
+        default=0,
+        ge=0,
+        description="trained messages a model's ledger keeps (the newest) so that they can be "
+        "forgotten or relabelled; 0: every one",
+    )
     # Classification records kept in memory while the database cannot take them, per process
     # (about 3.1 KB each); past it the oldest are dropped, and feedback by their message_id
     # then needs the message itself.

@@ -57,7 +57,9 @@ def machine() -> dict[str, Any]:
     }
 
 
-def runners(quick: bool, postgres_url: str | None) -> dict[str, Callable[[], dict[str, Any]]]:
+def runners(
+    quick: bool, postgres_url: str | None, n_models: int | None = None
+) -> dict[str, Callable[[], dict[str, Any]]]:
     from bench import many_models, memory, scoring, serving, tokenizing, versus_bogofilter
 
     return {
@@ -66,7 +68,7 @@ def runners(quick: bool, postgres_url: str | None) -> dict[str, Callable[[], dic
         "http": lambda: serving.run(quick, postgres_url),
         "bogofilter": lambda: versus_bogofilter.run(quick, postgres_url),
         "memory": lambda: memory.run(quick, postgres_url),
-        "models": lambda: many_models.run(quick, postgres_url),
+        "models": lambda: many_models.run(quick, postgres_url, n_models=n_models),
     }
 
 
@@ -139,6 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--postgres", default=None, help="PostgreSQL server URL for throw-away databases"
     )
+    parser.add_argument(
+        "--models",
+        type=int,
+        default=None,
+        help="models in the many-models part (default 1000, 20 with --quick); for 10,000 see "
+        "python -m bench.many_models --database and --clone-from (resumable)",
+    )
     args = parser.parse_args(argv)
     chosen = [part.strip() for part in args.only.split(",") if part.strip()]
     unknown = [part for part in chosen if part not in PARTS]
@@ -152,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         f"PostgreSQL: {'yes' if postgres_url else 'no (skipped)'}"
     )
     failed = False
-    jobs = runners(args.quick, postgres_url)
+    jobs = runners(args.quick, postgres_url, args.models)
     for name in chosen:
         started = time.perf_counter()
         try:

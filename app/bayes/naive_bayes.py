@@ -121,6 +121,51 @@ def log_prior(class_docs: IntArray, prior: Prior) -> FloatArray:
         return np.log(counts) - math.log(total)
 
 
+@dataclass(frozen=True)
+class VocabularyTotals:
+    """Sums over the whole vocabulary V, for scoring a table that holds only some tokens.
+
+    A model not held in memory is scored from its message's token rows alone (`CountTable`
+    of those tokens); what naive Bayes needs of the other tokens of V is these sums:
+
+    - size: |V| (the multinomial smoothing alpha|V|);
+    - terms: per class, T_c = Σ_{w∈V} T_cw (the multinomial denominator);
+    - absent: per class, Σ_{w∈V} log(N_c - D_cw + alpha) (Bernoulli's absent-token sum
+      is this minus |V| log(N_c + 2·alpha)).
+
+    They are exact only for the table's class totals and the alpha they were summed with.
+    """
+
+    size: int
+    terms: IntArray
+    absent: FloatArray
+    alpha: float
+
+
+def vocabulary_totals(
+    token_docs: IntArray,
+    token_terms: IntArray,
+    class_docs: IntArray,
+    *,
+    alpha: float,
+    min_df: int = 1,
+    stop_word_ids: IntArray | None = None,
+) -> VocabularyTotals:
+    """Sum V's totals from every token's counts, shape (n_classes, n_tokens) each, leaving
+    out `stop_word_ids` (the ids of the model's tokens that are stop words). Not for a
+    max_vocab cut, which ranks every token."""
+    mask = candidate_mask(token_docs.sum(axis=0), [], min_df=min_df)
+    if stop_word_ids is not None:
+        mask[stop_word_ids[stop_word_ids < mask.size]] = False
+    docs = token_docs[:, mask]
+    return VocabularyTotals(
+        size=int(mask.sum()),
+        terms=token_terms[:, mask].sum(axis=1),
+        absent=_log_absent(class_docs[:, None], docs, alpha).sum(axis=1),
+        alpha=alpha,
+    )
+
+
 class _VocabularyCache:
     """The V mask alone: Robinson-Fisher and tokens_used need no log-probabilities (a
     multinomial cache would add 24 bytes per token: 24 MB for a million tokens)."""
@@ -161,7 +206,7 @@ class _MultinomialCache:
         self.weights[mask, n_classes] = 1.0
         self.vocab_terms = terms.sum(axis=1)
         self.vocab_size = int(mask.sum())
-        self._update_denominator()
+        self.update_denominator()
 
     def update(
         self,
@@ -182,13 +227,13 @@ class _MultinomialCache:
         )
         self.weights[token_ids, n_classes] = in_vocabulary
         self.mask[token_ids] = in_vocabulary
-        self._update_denominator()
+        self.update_denominator()
 
     def grow(self, n_tokens: int) -> None:
         self.mask = _grown(self.mask, n_tokens)
         self.weights = _grown(self.weights, n_tokens)
 
-    def _update_denominator(self) -> None:
+    def update_denominator(self) -> None:
         if self.vocab_size == 0:  # no token of V in any message: the term never applies
             self.log_denominator = np.zeros_like(self.log_denominator)
         else:
@@ -294,9 +339,22 @@ class Classifier:
     Classifier may serve several threads; changes to the table must not run concurrently.
     """
 
-    def __init__(self, table: CountTable, config: NaiveBayesConfig) -> None:
+    def __init__(
+        self,
+        table: CountTable,
+        config: NaiveBayesConfig,
+        *,
+        totals: VocabularyTotals | None = None,
+    ) -> None:
+        """With `totals`, the table holds only some tokens of the model (those of the
+        messages to score) and V's sums come from `totals` instead of the table."""
+        if totals is not None and config.max_vocab is not None:
+            raise ValueError("vocabulary totals cannot stand for a max_vocab cut")
+        if totals is not None and totals.alpha != config.alpha:
+            raise ValueError(f"vocabulary totals summed with alpha {totals.alpha}")
         self.table = table
         self.config = config
+        self.totals = totals
         self._check_event_model(config.event_model)
         self._vocabulary = _VocabularyCache()
         self._multinomial = _MultinomialCache(len(table.classes), config.alpha)
@@ -393,6 +451,8 @@ class Classifier:
     @property
     def vocabulary_size(self) -> int:
         """Return |V|, the number of tokens taking part in scoring."""
+        if self.totals is not None:
+            return self.totals.size
         with self._lock:
             return int(self._refreshed_vocabulary().mask.sum())
 
@@ -571,6 +631,10 @@ class Classifier:
             cache.grow(self.table.n_tokens)
             cache.update(self.table, token_ids, old_terms, in_vocabulary)
         cache.generation = self.table.generation
+        if self.totals is not None:  # V's other tokens are not in the table: use V's sums
+            cache.vocab_size = self.totals.size
+            cache.vocab_terms = self.totals.terms.copy()
+            cache.update_denominator()
         return cache
 
     def _refreshed_bernoulli(self) -> _BernoulliCache:
@@ -583,6 +647,9 @@ class Classifier:
             cache.grow(self.table.n_tokens)
             cache.update(self.table, token_ids, old_docs, in_vocabulary)
         cache.generation = self.table.generation
+        if self.totals is not None:  # V's other tokens are not in the table: use V's sums
+            cache.vocab_size = self.totals.size
+            cache.absent_numerator = self.totals.absent.copy()
         return cache
 
     def _changes(

@@ -1,9 +1,11 @@
-"""`spamsift expire [--model NAME] [--max-tokens N]`: bound the database's growth.
+"""`spamsift expire [--model NAME] [--max-tokens N] [--max-ledger-messages N]`: bound the
+database's growth.
 
 Deletes tokens beyond the maximum (SPAMSIFT_MAX_TOKENS_PER_MODEL unless --max-tokens is
-given; dead tokens, all of whose counts are zero, in any case) and classification records
-past SPAMSIFT_RETENTION_DAYS, as a server does periodically. app/service/expiry.py says
-which tokens go first.
+given; dead tokens, all of whose counts are zero, in any case), ledger entries beyond the
+newest SPAMSIFT_MAX_LEDGER_MESSAGES_PER_MODEL (or --max-ledger-messages) and classification
+records past SPAMSIFT_RETENTION_DAYS, as a server does periodically; then (SQLite) gives the
+freed pages back to the file system. app/service/expiry.py says which tokens go first.
 """
 
 from __future__ import annotations
@@ -31,11 +33,18 @@ def add_expire_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
         help="tokens to keep per model (default: SPAMSIFT_MAX_TOKENS_PER_MODEL; 0 there "
         "keeps every token that still counts)",
     )
+    expire.add_argument(
+        "--max-ledger-messages",
+        type=int,
+        help="trained messages each model's ledger keeps, the newest (default: "
+        "SPAMSIFT_MAX_LEDGER_MESSAGES_PER_MODEL; 0 there keeps every one); older ones stay "
+        "trained but can no longer be forgotten or relabelled",
+    )
     expire.set_defaults(run=run_expire)
 
 
 def run_expire(args: argparse.Namespace) -> int:
-    from app.service.expiry import expire_all, expire_tokens
+    from app.service.expiry import expire_all, expire_tokens, prune_ledger, prune_ledgers
     from app.service.runtime import Runtime
     from app.store.migrate import upgrade_schema
 
@@ -50,7 +59,20 @@ def run_expire(args: argparse.Namespace) -> int:
             results = [expire_tokens(rt, model_name=args.model, max_tokens=limit)]
         else:
             results = expire_all(rt, max_tokens=limit)
+        ledger_keep = (
+            args.max_ledger_messages
+            if args.max_ledger_messages is not None
+            else settings.max_ledger_messages_per_model
+        )
+        prunings = []
+        if ledger_keep > 0:
+            prunings = (
+                [prune_ledger(rt, model_name=args.model, keep=ledger_keep)]
+                if args.model
+                else prune_ledgers(rt, keep=ledger_keep)
+            )
         records = rt.expire()
+        pages = rt.db.reclaim_space()
     except SpamsiftError as error:
         print(f"spamsift expire: {error.message}", file=sys.stderr)
         return 1
@@ -61,5 +83,9 @@ def run_expire(args: argparse.Namespace) -> int:
             f"model {result.model}: removed {result.removed} tokens "
             f"({result.trained_removed} still counted), {result.kept} kept"
         )
+    for pruning in prunings:
+        print(f"model {pruning.model}: dropped {pruning.removed} ledger entries")
     print(f"removed {records} classification records past the retention period")
+    if pages:
+        print(f"gave {pages} free pages back to the file system")
     return 0

@@ -1,4 +1,5 @@
-"""`spamsift serve` and `spamsift db upgrade`: run the HTTP API, migrate the schema."""
+"""`spamsift serve`, `spamsift db upgrade` and `spamsift db vacuum`: run the HTTP API,
+migrate the schema, rebuild the database to its live rows."""
 
 from __future__ import annotations
 
@@ -31,6 +32,17 @@ def add_serve_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     db_commands = db.add_subparsers(title="db commands")
     upgrade = db_commands.add_parser("upgrade", help="apply pending schema migrations")
     upgrade.set_defaults(run=run_db_upgrade)
+    vacuum = db_commands.add_parser(
+        "vacuum",
+        help="rebuild the database to its live rows (SQLite: once for a file made by an older "
+        "version, so that pruning gives space back from then on)",
+        description="SQLite: VACUUM, rewriting the file without its free pages and switching it "
+        "to incremental auto-vacuum (files made by this version have it; older ones need this "
+        "once). It needs free disk space the size of the database and holds the write lock "
+        "while it runs: stop the servers or run it at a quiet hour. PostgreSQL: VACUUM "
+        "(ANALYZE), which autovacuum does anyway.",
+    )
+    vacuum.set_defaults(run=run_db_vacuum)
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -66,4 +78,32 @@ def run_db_upgrade(_: argparse.Namespace) -> int:
     db = Database(settings.database_url, lock_timeout_seconds=settings.lock_timeout_seconds)
     print(f"database at revision {current_revision(db)}")
     db.dispose()
+    return 0
+
+
+def run_db_vacuum(_: argparse.Namespace) -> int:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.errors import DatabaseUnavailable
+    from app.serving import ServeError, describe_database, load_settings
+    from app.store.engine import Database
+
+    try:
+        settings = load_settings()
+    except ServeError as error:
+        print(f"spamsift db vacuum: {error}", file=sys.stderr)
+        return 2
+    where = describe_database(settings.database_url)
+    print(f"spamsift db vacuum: database {where}", file=sys.stderr)
+    db = Database(settings.database_url, lock_timeout_seconds=settings.lock_timeout_seconds)
+    try:
+        before = db.size_bytes() or 0
+        db.vacuum()
+        after = db.size_bytes() or 0
+    except (SQLAlchemyError, DatabaseUnavailable) as error:
+        print(f"spamsift db vacuum: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    finally:
+        db.dispose()
+    print(f"database {before:,} bytes before, {after:,} after")
     return 0

@@ -24,7 +24,13 @@ import numpy as np
 from app.bayes.blend import Rows, merge_counts_mapped, merge_rows, rows_of
 from app.bayes.counts import IntArray
 from app.bayes.naive_bayes import Classifier
-from app.live.models import LiveModel, LiveModels, scores_from_message_rows
+from app.live.models import (
+    LiveModel,
+    LiveModels,
+    PartialModel,
+    needs_vocabulary_totals,
+    scores_from_message_rows,
+)
 from app.store.models import ModelRow
 
 
@@ -65,7 +71,7 @@ class Blend:
 
 def read_blend(
     models: LiveModels,
-    personal: LiveModel | ModelRow,
+    personal: LiveModel | ModelRow | PartialModel,
     backing: LiveModel | ModelRow,
     texts: Sequence[str],
     *,
@@ -75,23 +81,30 @@ def read_blend(
     """Merge `personal`'s counts (times `personal_weight`) with `backing`'s for scoring
     messages made of `texts`.
 
-    `personal` is the held copy, or the row of a model this process does not hold.
+    `personal` is the held copy, the row of a model this process does not hold, or what was
+    already read of such a model for these texts (a `PartialModel`, so nothing is read twice).
     """
-    if isinstance(personal, LiveModel):
-        row_config, config = personal.options, personal.config
+    source = personal.live if isinstance(personal, PartialModel) else personal
+    if isinstance(source, LiveModel):
+        row_config, config = source.options, source.config
     else:
-        row_config, config = personal.config, models.config_of(personal)
-    if scores_from_message_rows(config, event_model):
+        row_config, config = source.config, models.config_of(source)
+    # Summing two models' message rows is exact only where the scorer needs nothing but those
+    # rows and the class totals (Robinson-Fisher); the others also read sums over the merged
+    # vocabulary, so both whole tables are merged.
+    if scores_from_message_rows(config, event_model) and not needs_vocabulary_totals(
+        config, event_model
+    ):
         distinct = list(dict.fromkeys(texts))
         first = _rows(models, personal, distinct, event_model=event_model)
         second = _rows(models, backing, distinct, event_model=event_model)
         table, id_lists = merge_rows(
-            personal.classes, distinct, [first[1], second[1]], [personal_weight, 1]
+            source.classes, distinct, [first[1], second[1]], [personal_weight, 1]
         )
         parts = (first[0], second[0])
         id_maps = (id_lists[0], id_lists[1])
     else:
-        whole_first, whole_second = models.get(personal.name), models.get(backing.name)
+        whole_first, whole_second = models.get(source.name), models.get(backing.name)
         with whole_first.lock:
             first_table = whole_first.table.copy()
         with whole_second.lock:
@@ -110,33 +123,45 @@ def read_blend(
         )
         id_maps = (first_map, second_map)
     live = LiveModel(
-        id=personal.id,
-        name=personal.name,
-        classes=personal.classes,
+        id=source.id,
+        name=source.name,
+        classes=source.classes,
         options=dict(row_config),
         table=table,
         classifier=Classifier(table, config),
-        created_at=personal.created_at,
+        created_at=source.created_at,
         engine_config=models.engine_config,
-        epoch=personal.epoch,
+        epoch=source.epoch,
         backed_by=backing.id,
     )
     return Blend(live=live, parts=parts, id_maps=id_maps)
 
 
 def _rows(
-    models: LiveModels, model: LiveModel | ModelRow, texts: list[str], *, event_model: str | None
+    models: LiveModels,
+    model: LiveModel | ModelRow | PartialModel,
+    texts: list[str],
+    *,
+    event_model: str | None,
 ) -> tuple[Part, Rows]:
     """The rows of `texts` in `model`: from its held copy, else read from the database."""
+    if isinstance(model, PartialModel):
+        return _partial_rows(model, texts)
     live = model if isinstance(model, LiveModel) else models.held(model.name)
-    if live is not None:
-        live = models.get(model.name)  # synced if due
-        with live.lock:
-            rows = rows_of(live.table, texts)
-        return Part(live.id, live.name, rows.class_docs), rows
-    assert isinstance(model, ModelRow)
-    partial = models.read_partial(model, texts, event_model=event_model)
-    assert partial is not None  # its scorer reads only the messages' rows
+    if live is None:
+        partial = models.read_partial(model.name, texts, event_model=event_model)
+        if partial is not None:
+            return _partial_rows(partial, texts)
+    # Held: synced if due. Not held, with a scorer that reads the whole vocabulary: loaded.
+    live = models.get(model.name)
+    with live.lock:
+        rows = rows_of(live.table, texts)
+    return Part(live.id, live.name, rows.class_docs), rows
+
+
+def _partial_rows(partial: PartialModel, texts: list[str]) -> tuple[Part, Rows]:
+    """The rows of `texts` in a model read partially (for at least these texts)."""
+    model = partial.live
     rows = rows_of(partial.live.table, texts)
     if partial.token_ids.size:  # the partial table's ids are 0..k-1: the model's own ids
         model_ids = np.where(rows.ids >= 0, partial.token_ids[np.maximum(rows.ids, 0)], -1)

@@ -32,9 +32,21 @@ from numpy.typing import NDArray
 from sqlalchemy import Connection
 
 from app.bayes.counts import CountTable, IntArray
-from app.bayes.naive_bayes import Classifier, NaiveBayesConfig
+from app.bayes.naive_bayes import (
+    Classifier,
+    NaiveBayesConfig,
+    VocabularyTotals,
+    vocabulary_totals,
+)
 from app.errors import ModelNotFound
-from app.store.counts import CountChanges, CountDelta, read_changes, read_message_counts
+from app.store.counts import (
+    CountChanges,
+    CountDelta,
+    MessageCounts,
+    read_all_counts,
+    read_changes,
+    read_message_counts,
+)
 from app.store.engine import Database
 from app.store.models import ModelRow, find_model, read_generation
 
@@ -47,8 +59,10 @@ EngineConfig = Callable[[dict[str, Any], tuple[str, ...]], NaiveBayesConfig]
 # Bytes a held model costs per token beyond its count arrays: the token's text and its index
 # entry, and the scorers' cached log-probabilities. Measured: 1,000 models of ~4,300 tokens
 # took 0.86 MB each in server RSS (about 200 bytes a token, of which the int64 count arrays
-# of two classes are 32).
-BYTES_PER_TOKEN = 170
+# of two classes are 32); holding 50 of 2,701 models of ~6,500 tokens in turn (2,651
+# evictions) took 79 MB over the process with none held, about 240 bytes a token once the
+# allocator's fragmentation after many loads and evictions is counted.
+BYTES_PER_TOKEN = 210
 BYTES_PER_MODEL = 16_384  # the Python objects of one model, whatever its size
 
 
@@ -211,12 +225,22 @@ class PartialModel:
     token_ids: IntArray
 
 
-# Scorers that need nothing but each message's own token rows and the class totals: a token's
-# Robinson-Fisher probability is its own counts against the class message counts. The
-# multinomial denominator needs the vocabulary's size and terms, Bernoulli the sum over every
-# absent token, and a max_vocab cut ranks all tokens: those load the model.
+# What a model not held can be scored from. Robinson-Fisher: each message's own token rows
+# and the class message counts (a token's probability is its own counts against them).
+# Multinomial and Bernoulli: the same, plus sums over the whole vocabulary (|V|, T_c and the
+# absent-token sum), read once per generation of the model and kept (`VocabularyTotals`).
+# A max_vocab cut ranks every token: such a model is loaded.
 def scores_from_message_rows(config: NaiveBayesConfig, event_model: str | None) -> bool:
-    return (event_model or config.event_model) == "robinson-fisher" and config.max_vocab is None
+    return config.max_vocab is None
+
+
+def needs_vocabulary_totals(config: NaiveBayesConfig, event_model: str | None) -> bool:
+    return (event_model or config.event_model) != "robinson-fisher"
+
+
+# Vocabulary totals kept for models not held, per process: each is a few numbers, so many
+# thousands cost well under a megabyte.
+MAX_KEPT_TOTALS = 20_000
 
 
 @dataclass(frozen=True)
@@ -229,6 +253,7 @@ class HeldFigures:
     evictions: int
     loads: int
     partial_reads: int  # classifications of models not held, from their message's rows only
+    totals_reads: int = 0  # of those, reads of a generation's vocabulary sums (naive Bayes)
 
 
 class LiveModels:
@@ -253,6 +278,11 @@ class LiveModels:
         self._loads = 0
         self._partial_reads = 0
         self._configs: dict[tuple[str, tuple[str, ...]], NaiveBayesConfig] = {}
+        # Per model not held: (generation, V's sums at it); see `_vocabulary_totals`.
+        self._totals: OrderedDict[
+            tuple[int, datetime, float, int, frozenset[str]], tuple[int, VocabularyTotals]
+        ] = OrderedDict()
+        self._totals_reads = 0
         self._lock = threading.Lock()  # guards the dicts above for microseconds, never a load
         self._loading: dict[str, threading.Lock] = {}
 
@@ -284,15 +314,21 @@ class LiveModels:
             return work(self.get(name))
 
     def read_partial(
-        self, row: ModelRow, texts: Sequence[str], *, event_model: str | None = None
+        self, name: str, texts: Sequence[str], *, event_model: str | None = None
     ) -> PartialModel | None:
-        """Read only what scoring `texts` needs of model `row` (one this process does not
-        hold); None when its scorer needs the whole model (see `scores_from_message_rows`)."""
-        config = self.config_of(row)
-        if not scores_from_message_rows(config, event_model):
-            return None
+        """Read only what scoring `texts` needs of model `name` (one this process does not
+        hold), in one read transaction: its row, the texts' token rows and class totals (and
+        V's sums where the scorer needs them, see `_vocabulary_totals`). None when its scorer
+        needs the whole model (see `scores_from_message_rows`); ModelNotFound if none."""
+        totals = None
         with self.db.transaction(write=False) as conn:
+            row = find_model(conn, name)
+            config = self.config_of(row)
+            if not scores_from_message_rows(config, event_model):
+                return None
             counts = read_message_counts(conn, row.id, texts, n_classes=len(row.classes))
+            if needs_vocabulary_totals(config, event_model):
+                totals = self._vocabulary_totals(conn, row, config, counts)
         table = CountTable(row.classes)
         table.place(np.arange(counts.token_ids.size, dtype=np.int64), counts.token_texts)
         if counts.count_token_ids.size:
@@ -309,7 +345,7 @@ class LiveModels:
             classes=row.classes,
             options=dict(row.config),
             table=table,
-            classifier=Classifier(table, config),
+            classifier=Classifier(table, config, totals=totals),
             created_at=row.created_at,
             engine_config=self.engine_config,
             epoch=row.epoch,
@@ -320,6 +356,47 @@ class LiveModels:
         with self._lock:
             self._partial_reads += 1
         return PartialModel(live=live, token_ids=counts.token_ids)
+
+    def _vocabulary_totals(
+        self, conn: Connection, row: ModelRow, config: NaiveBayesConfig, counts: MessageCounts
+    ) -> VocabularyTotals:
+        """V's sums for the model at the generation of `row` (read in `conn`'s snapshot):
+        kept from an earlier read of that generation, else summed from every count row (no
+        texts) in the same snapshot. Every write moves the generation (and expiry the epoch,
+        which moves the generation too), so a kept sum is never stale."""
+        key = (row.id, row.created_at, config.alpha, config.min_df, config.stop_words)
+        with self._lock:
+            kept = self._totals.get(key)
+            if kept is not None:
+                self._totals.move_to_end(key)
+        if kept is not None and kept[0] == row.generation:
+            return kept[1]
+        token_ids, class_indices, docs, terms = read_all_counts(conn, row.id)
+        n_tokens = int(token_ids.max()) + 1 if token_ids.size else 0
+        token_docs = np.zeros((len(row.classes), n_tokens), dtype=np.int64)
+        token_terms = np.zeros((len(row.classes), n_tokens), dtype=np.int64)
+        token_docs[class_indices, token_ids] = docs
+        token_terms[class_indices, token_ids] = terms
+        stop_word_ids = None
+        if config.stop_words:  # V leaves them out: find which of them the model knows
+            stop_word_ids = read_message_counts(
+                conn, row.id, sorted(config.stop_words), n_classes=len(row.classes)
+            ).token_ids
+        totals = vocabulary_totals(
+            token_docs,
+            token_terms,
+            counts.class_docs,
+            alpha=config.alpha,
+            min_df=config.min_df,
+            stop_word_ids=stop_word_ids,
+        )
+        with self._lock:
+            self._totals[key] = (row.generation, totals)
+            self._totals.move_to_end(key)
+            self._totals_reads += 1
+            while len(self._totals) > MAX_KEPT_TOTALS:
+                self._totals.popitem(last=False)
+        return totals
 
     def config_of(self, row: ModelRow) -> NaiveBayesConfig:
         """The engine config of a model's stored options, parsed once per distinct options."""
@@ -388,6 +465,7 @@ class LiveModels:
                 evictions=self._evictions,
                 loads=self._loads,
                 partial_reads=self._partial_reads,
+                totals_reads=self._totals_reads,
             )
 
     def _load(self, name: str) -> LiveModel:

@@ -20,12 +20,12 @@ from app.bayes.counts import IntArray
 from app.bayes.naive_bayes import EventModel, verdict
 from app.errors import InvalidConfig, ModelNotFound, NotTrained
 from app.live.blend import read_blend
-from app.live.models import LiveModel
+from app.live.models import LiveModel, PartialModel
 from app.service.messages import Message, PreparedMessage, prepare
 from app.service.model_config import parse_config
 from app.service.runtime import Runtime, with_time_budget
 from app.store.ledger import ClassificationRecord
-from app.store.models import ModelRow, find_model, find_model_by_id
+from app.store.models import ModelRow, find_model_by_id
 from app.text import TokenizerLimits
 
 
@@ -82,36 +82,39 @@ def classify_batch(
     the GIL. The HTTP API does not use it (its parallelism is `--workers`).
     """
     live = rt.models.held(model_name)
-    row = None
-    if live is None:  # read now: 404 before tokenizing
-        row = rt.db.run(lambda conn: find_model(conn, model_name), write=False)
-    else:
+    if live is not None:
         live = rt.models.get(model_name)  # synced if due
     # Each message has its time budget: past it, it is scored on what was tokenized in time and
     # carries the defect "time_budget".
     prepared = prepare_messages(rt, messages, "classify", processes=processes)
-    # A model backed by another is scored on both models' counts summed (see _classify_blended).
-    backing_id = live.backed_by if live is not None else row.backed_by if row else None
-    if backing_id is not None:
-        backing: LiveModel | ModelRow | None = rt.models.held_by_id(backing_id)
-        if backing is None:
-            backing = rt.db.run(lambda conn: find_backing(conn, backing_id), write=False)
-        personal = live if live is not None else row
-        assert personal is not None
-        if backing is not None and backing.classes == personal.classes:
-            return _classify_blended(
-                rt, personal, backing, prepared, event_model=event_model, explain=explain
-            )
     model_ids: IntArray | None = None
-    if row is not None:
+    partial = None
+    if live is None:
         # A model this process does not hold is scored from its messages' rows alone where its
-        # scorer allows (Robinson-Fisher), else loaded (within the memory budget).
+        # scorer allows, else loaded (within the memory budget). The model's row is read in
+        # the same transaction as those rows (ModelNotFound there): one read, not two.
         texts = [text for message in prepared for text in message.token_counts]
-        partial = rt.models.read_partial(row, texts, event_model=event_model)
+        partial = rt.models.read_partial(model_name, texts, event_model=event_model)
         if partial is None:
             live = rt.models.get(model_name)
         else:
             live, model_ids = partial.live, partial.token_ids
+    assert live is not None
+    # A model backed by another is scored on both models' counts summed (see _classify_blended).
+    if live.backed_by is not None:
+        backing_id = live.backed_by
+        backing: LiveModel | ModelRow | None = rt.models.held_by_id(backing_id)
+        if backing is None:
+            backing = rt.db.run(lambda conn: find_backing(conn, backing_id), write=False)
+        if backing is not None and backing.classes == live.classes:
+            return _classify_blended(
+                rt,
+                partial if partial is not None else live,
+                backing,
+                prepared,
+                event_model=event_model,
+                explain=explain,
+            )
     assert live is not None
     results, records = _score(
         live,
@@ -139,7 +142,7 @@ def find_backing(conn: Connection, model_id: int) -> ModelRow | None:
 
 def _classify_blended(
     rt: Runtime,
-    personal: LiveModel | ModelRow,
+    personal: LiveModel | ModelRow | PartialModel,
     backing: LiveModel | ModelRow,
     prepared: list[PreparedMessage],
     *,
@@ -155,8 +158,9 @@ def _classify_blended(
     model knew; the activity counters are the personal model's alone.
     """
     texts = [text for message in prepared for text in message.token_counts]
-    options = personal.options if isinstance(personal, LiveModel) else personal.config
-    weight = parse_config(options, classes=personal.classes).personal_weight
+    source = personal.live if isinstance(personal, PartialModel) else personal
+    options = source.options if isinstance(source, LiveModel) else source.config
+    weight = parse_config(options, classes=source.classes).personal_weight
     blend = read_blend(
         rt.models, personal, backing, texts, event_model=event_model, personal_weight=weight
     )

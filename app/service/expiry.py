@@ -10,20 +10,29 @@ message rates: a token as frequent in ham as in spam says nothing).
 Expiry is one write to the model (`ModelWrite`), like training: the class term totals lose
 the deleted tokens' terms, the message counts stay, and the ledger keeps the messages whole,
 so forgetting or relabelling a message later subtracts only its tokens that remain.
+
+The ledger itself is bounded too, by `max_ledger_messages_per_model`: only the newest trained
+messages keep their entry. Dropping an entry changes no count (the message stays trained);
+it only means that message can no longer be forgotten (404) or moved to another class by
+feedback, which trains it as a message never seen. Entries go in chunks of PRUNE_CHUNK_ROWS,
+each its own short transaction, so a writer of the model waits for one chunk at most.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from app.errors import InvalidInput
 from app.live.models import LiveModel
+from app.live.records import PRUNE_CHUNK_ROWS
 from app.live.write import ModelWrite, write_model
 from app.service.runtime import Runtime
 from app.store.counts import read_token_ages
-from app.store.models import list_models
+from app.store.ledger import delete_trained, trained_beyond
+from app.store.models import find_model, list_models
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,43 @@ def expire_all(rt: Runtime, *, max_tokens: int) -> list[ExpiryResult]:
     """Expire every model (the server runs this periodically)."""
     names = rt.db.run(lambda conn: [row.name for row in list_models(conn)], write=False)
     return [expire_tokens(rt, model_name=name, max_tokens=max_tokens) for name in names]
+
+
+@dataclass(frozen=True)
+class LedgerPruning:
+    model: str
+    removed: int  # ledger entries dropped (their messages stay trained)
+
+
+# Keys read per round of pruning: bounds the memory of a first pruning of a long ledger.
+LEDGER_KEYS_PER_ROUND = 50_000
+
+
+def prune_ledger(
+    rt: Runtime, *, model_name: str, keep: int, chunk_rows: int = PRUNE_CHUNK_ROWS
+) -> LedgerPruning:
+    """Drop the ledger entries of the model's trained messages beyond its `keep` newest."""
+    if keep < 0:
+        raise InvalidInput(f"keep must be >= 0, got {keep}")
+    model_id = rt.db.run(lambda conn: find_model(conn, model_name).id, write=False)
+    removed = 0
+    while True:
+        keys = rt.db.run(
+            lambda conn: trained_beyond(conn, model_id, keep=keep, limit=LEDGER_KEYS_PER_ROUND),
+            write=False,
+        )
+        for start in range(0, len(keys), chunk_rows):
+            chunk = keys[start : start + chunk_rows]
+            rt.db.run(partial(delete_trained, model_id=model_id, message_keys=chunk))
+            removed += len(chunk)
+        if len(keys) < LEDGER_KEYS_PER_ROUND:
+            return LedgerPruning(model=model_name, removed=removed)
+
+
+def prune_ledgers(rt: Runtime, *, keep: int) -> list[LedgerPruning]:
+    """Prune every model's ledger (the server runs this periodically)."""
+    names = rt.db.run(lambda conn: [row.name for row in list_models(conn)], write=False)
+    return [prune_ledger(rt, model_name=name, keep=keep) for name in names]
 
 
 def _expire(rt: Runtime, live: LiveModel, max_tokens: int) -> ExpiryResult:

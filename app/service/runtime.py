@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Literal
@@ -108,12 +109,26 @@ class Runtime:
     def start(self) -> None:
         """Start the background flusher (the server does; short-lived CLI commands need not),
         which also prunes old records and, with a maximum set, expires tokens."""
-        if self.settings.max_tokens_per_model > 0 and not self.log.periodic:
-            from app.service.expiry import expire_all  # expiry is a use case on a Runtime
-
-            limit = self.settings.max_tokens_per_model
-            self.log.periodic.append(lambda: expire_all(self, max_tokens=limit))
+        if not self.log.periodic:
+            self.log.periodic.extend(self.periodic_work())
         self.log.start()
+
+    def periodic_work(self) -> list[Callable[[], object]]:
+        """What the server does every 5 minutes besides pruning classification records:
+        token expiry and ledger pruning where a maximum is set, then (SQLite) handing the
+        freed pages back to the file system."""
+        # expiry is a use case on a Runtime
+        from app.service.expiry import expire_all, prune_ledgers
+
+        work: list[Callable[[], object]] = []
+        token_limit = self.settings.max_tokens_per_model
+        if token_limit > 0:
+            work.append(lambda: expire_all(self, max_tokens=token_limit))
+        ledger_limit = self.settings.max_ledger_messages_per_model
+        if ledger_limit > 0:
+            work.append(lambda: prune_ledgers(self, keep=ledger_limit))
+        work.append(self.db.reclaim_space)
+        return work
 
     def close(self) -> None:
         self.log.stop()

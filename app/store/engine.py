@@ -54,6 +54,11 @@ PG_DISK_FULL = "53100"
 WAL_RESET_BUG_VERSIONS = ((3, 7, 0), (3, 51, 2))
 WAL_RESET_BUG_BACKPORTS = (((3, 44, 6), (3, 45, 0)), ((3, 50, 7), (3, 51, 0)))
 _warned_sqlite_versions: set[str] = set()
+SQLITE_INCREMENTAL = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
+# Pages (4 KiB each by default) one step of `reclaim_space` frees: a few ms of write lock.
+RECLAIM_PAGES_PER_STEP = 512
+# PostgreSQL tables whose indexes `vacuum` rebuilds (keyed by ever-growing token ids).
+REINDEXED_TABLES = ("tokens", "token_counts")
 
 
 class Database:
@@ -184,6 +189,55 @@ class Database:
                 conn.exec_driver_sql("SELECT pg_database_size(current_database())").scalar_one()
             )
 
+    def reclaim_space(self, *, pages_per_step: int = RECLAIM_PAGES_PER_STEP) -> int:
+        """SQLite: hand the pages that deletions freed back to the file system, at most
+        `pages_per_step` per step, each step a short write of its own (a writer waits for one
+        step at most); return the pages freed. Needs auto_vacuum=INCREMENTAL, which new files
+        get and `vacuum` gives old ones. PostgreSQL: nothing (its autovacuum makes deleted
+        rows' space reusable), 0."""
+        if not self.is_sqlite:
+            return 0
+        self._after_fork()
+        freed = 0
+        while True:
+            with self._sqlite_write_turn() as budget, self.engine.connect() as conn:
+                raw = conn.connection.driver_connection
+                assert raw is not None
+                if raw.execute("PRAGMA auto_vacuum").fetchone()[0] != SQLITE_INCREMENTAL:
+                    return freed
+                before = int(raw.execute("PRAGMA freelist_count").fetchone()[0])
+                if before == 0:
+                    return freed
+                raw.execute(f"PRAGMA busy_timeout = {max(1, int(budget * 1000))}")
+                try:
+                    # executescript steps the pragma to its end (execute frees one page).
+                    raw.executescript(f"PRAGMA incremental_vacuum({int(pages_per_step)});")
+                except sqlite3.OperationalError:  # locked past the budget: the next round
+                    return freed
+                after = int(raw.execute("PRAGMA freelist_count").fetchone()[0])
+            freed += before - after
+            if after == 0 or after >= before:
+                return freed
+
+    def vacuum(self) -> None:
+        """Rebuild the database to its live rows.
+
+        SQLite: VACUUM, switching the file to incremental auto-vacuum; it writes a copy of
+        the whole file and holds the write lock meanwhile. PostgreSQL: VACUUM (ANALYZE), then
+        the token tables' indexes rebuilt without blocking writers (REINDEX CONCURRENTLY):
+        token ids only grow and expiry leaves a few survivors on most index pages, which
+        PostgreSQL never merges, so those indexes grow with every token ever made.
+        """
+        self._after_fork()
+        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            if self.is_sqlite:
+                conn.exec_driver_sql("PRAGMA auto_vacuum = INCREMENTAL")
+                conn.exec_driver_sql("VACUUM")
+                return
+            conn.exec_driver_sql("VACUUM (ANALYZE)")
+            for table in REINDEXED_TABLES:
+                conn.exec_driver_sql(f"REINDEX TABLE CONCURRENTLY {table}")
+
     def dispose(self) -> None:
         self.engine.dispose()
 
@@ -245,6 +299,11 @@ def warn_if_wal_reset_bug(version: str) -> bool:
 def _configure_sqlite_connection(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
     dbapi_connection.isolation_level = None  # SQLAlchemy emits BEGIN itself, see below
     cursor = dbapi_connection.cursor()
+    # A new file (no page yet) is made incremental auto-vacuum, so that deleted rows' pages
+    # can go back to the file system (`Database.reclaim_space`); an existing file is left as
+    # it is (setting it writes, and fails on a full disk) until `spamsift db vacuum`.
+    if cursor.execute("PRAGMA page_count").fetchone()[0] == 0:
+        cursor.execute("PRAGMA auto_vacuum=INCREMENTAL")
     cursor.execute("PRAGMA journal_mode=WAL")
     # FULL: an acknowledged training survives power loss too, not only a crash (NORMAL would not).
     cursor.execute("PRAGMA synchronous=FULL")

@@ -122,6 +122,19 @@ def delete_trained(conn: Connection, model_id: int, message_keys: Sequence[str])
     )
 
 
+def trained_beyond(conn: Connection, model_id: int, *, keep: int, limit: int) -> list[str]:
+    """Return the keys of up to `limit` of the model's trained messages beyond its `keep`
+    newest (by training time, then key), the newest of those first."""
+    rows = conn.execute(
+        select(trained_messages.c.message_key)
+        .where(trained_messages.c.model_id == model_id)
+        .order_by(trained_messages.c.trained_at.desc(), trained_messages.c.message_key.desc())
+        .offset(keep)
+        .limit(limit)
+    )
+    return [str(key) for (key,) in rows]
+
+
 def count_trained(conn: Connection, model_id: int) -> int:
     return int(
         conn.execute(

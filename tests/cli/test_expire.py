@@ -25,3 +25,18 @@ def test_spamsift_expire_runs_from_the_command_line(cli: Cli, database_url: str)
         assert table_figures(db)["tokens"] == 25
     finally:
         db.dispose()
+
+
+def test_spamsift_expire_prunes_ledgers_and_db_vacuum_rebuilds(cli: Cli, database_url: str) -> None:
+    settings = Settings(database_url=database_url, _env_file=None)  # type: ignore[call-arg]
+    rt = Runtime(settings)
+    try:
+        train_examples(rt, 4, 4)
+    finally:
+        rt.close()
+
+    output = cli.ok("expire", "--max-ledger-messages", "5")
+
+    assert "model default: dropped 3 ledger entries" in output
+    output = cli.ok("db", "vacuum")
+    assert "bytes before" in output

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
+from app.bayes.naive_bayes import EventModel
 from app.config import Settings
 from app.errors import DatabaseUnavailable
 from app.live.models import LiveModel
@@ -112,8 +113,9 @@ def test_models_beyond_the_memory_budget_are_evicted_and_still_classify(
 ) -> None:
     writer = Runtime(settings)
     names = [f"user{i}.example" for i in range(4)]
-    for name in names:  # multinomial: scoring needs the whole model, so it is loaded
-        create_model(writer, name=name, classes=None, config={"event_model": "multinomial"})
+    for name in names:  # a max_vocab cut ranks every token: scoring loads the whole model
+        config = {"event_model": "multinomial", "max_vocab": 10_000}
+        create_model(writer, name=name, classes=None, config=config)
         train_examples(writer, 4, 4, model=name)
     expected = {
         name: classify(writer, model_name=name, message=Message(text=spam_text(50))).probabilities
@@ -164,6 +166,48 @@ def test_a_model_not_held_scores_robinson_fisher_from_the_messages_rows_alone(
     result = apply_feedback(runtime, model_name="default", label="ham", message_id="<h>",
                             message=None)  # fmt: skip
     assert result.tokens == held[1].tokens
+
+
+@pytest.mark.parametrize(
+    ("config", "event_model"),
+    [
+        ({"event_model": "bernoulli"}, None),  # english stop words
+        ({"event_model": "multinomial"}, None),
+        ({"event_model": "bernoulli", "stop_words": "none"}, None),
+        ({"event_model": "multinomial", "stop_words": ["zzz", "the", "viagra"]}, None),
+        ({"event_model": "bernoulli", "alpha": 0.5, "min_df": 2}, None),
+        ({"event_model": "multinomial", "alpha": 0.1, "min_df": 2, "prior": "uniform"}, None),
+        ({}, "bernoulli"),  # a Robinson-Fisher model asked for another scorer
+    ],
+)
+def test_a_model_not_held_scores_naive_bayes_from_its_rows_and_vocabulary_sums(
+    runtime: Runtime,
+    second_runtime: Runtime,
+    config: dict[str, object],
+    event_model: EventModel | None,
+) -> None:
+    create_model(second_runtime, name="nb", classes=None, config=config)
+    train_examples(second_runtime, 8, 6, model="nb")
+    messages = [Message(text=spam_text(70)), Message(text=ham_text(71)), Message(text="zzz")]
+
+    for generation in range(3):
+        held = [classify(second_runtime, model_name="nb", message=m, explain=True,
+                         event_model=event_model) for m in messages]  # fmt: skip
+        for _ in range(2):  # the second time from the vocabulary sums kept for this generation
+            cold = [classify(runtime, model_name="nb", message=m, explain=True,
+                             event_model=event_model) for m in messages]  # fmt: skip
+            for warm, partial in zip(held, cold, strict=True):
+                assert partial.probabilities == pytest.approx(warm.probabilities, rel=1e-9)
+                assert partial.verdict == warm.verdict
+                assert partial.tokens == warm.tokens
+                assert partial.clues == warm.clues
+        # A write (a new generation) changes N_c and the sums: they are read again.
+        train(second_runtime, model_name="nb", message=Message(text=ham_text(200 + generation)),
+              label="ham")  # fmt: skip
+
+    assert runtime.models.figures().models == 0
+    assert runtime.models.figures().partial_reads == 3 * 2 * len(messages)
+    assert runtime.models.figures().totals_reads == 3
 
 
 def test_loading_a_model_does_not_stall_other_models(
