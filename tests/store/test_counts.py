@@ -14,9 +14,11 @@ from app.service.messages import Message
 from app.service.models import create_model, delete_model, update_model
 from app.service.runtime import Runtime
 from app.service.training import forget, train
+from app.store import counts as counts_module
 from app.store.counts import (
     CountDelta,
     add_token_counts,
+    delete_tokens,
     insert_tokens,
     read_changes,
     read_token_counts,
@@ -184,3 +186,85 @@ def test_another_runtime_notices_a_deleted_and_recreated_model(
     train(second_runtime, model_name="tenant", message=Message(text=spam_text(1)), label="spam")
     assert counts_from_ledger(runtime, "tenant") == stored_cells(runtime, "tenant")
     assert stored_cells(runtime, "tenant")[1] == {1: stored_cells(runtime, "tenant")[1][1]}
+
+
+def rows_read_one_by_one(
+    db: Database, model_id: int, since_generation: int
+) -> tuple[dict[int, str], set[tuple[int, ...]]]:
+    """The reference: every token and count row changed after `since_generation`, as rows."""
+    with db.transaction(write=False) as conn:
+        texts = dict(
+            conn.exec_driver_sql(
+                "SELECT token_id, text FROM tokens WHERE model_id = %s AND generation > %s"
+                if conn.dialect.name == "postgresql"
+                else "SELECT token_id, text FROM tokens WHERE model_id = ? AND generation > ?",
+                (model_id, since_generation),
+            ).all()
+        )
+        counts = set(
+            conn.exec_driver_sql(
+                "SELECT token_id, class_index, docs, terms FROM token_counts "
+                + (
+                    "WHERE model_id = %s AND generation > %s"
+                    if conn.dialect.name == "postgresql"
+                    else "WHERE model_id = ? AND generation > ?"
+                ),
+                (model_id, since_generation),
+            ).all()
+        )
+    return texts, counts
+
+
+@pytest.mark.parametrize("id_range", [2, 500_000])
+def test_the_bulk_read_of_a_model_equals_its_rows_read_one_by_one(
+    db: Database, monkeypatch: pytest.MonkeyPatch, id_range: int
+) -> None:
+    """Texts of any script, a text holding the terminator the bulk read splits on, gaps left
+    by deleted tokens, and ranges of ids smaller than the model: the same texts and rows."""
+    monkeypatch.setattr(counts_module, "READ_ID_RANGE", id_range)
+    with db.transaction() as conn:
+        model = find_model(conn, "default")
+    model_id, created_at = model.id, model.created_at
+    texts = ["plain", "größe", "日本語", "a\x1fb", "emoji\U0001f600", "x" * 200, "z"]
+    first = new_tokens(db, model_id, texts)
+    with db.transaction() as conn:
+        g1 = lock_and_bump_generation(conn, model_id, created_at=created_at)
+        add_token_counts(
+            conn,
+            model_id,
+            delta([(first + i, i % 2, i + 1, 2 * i + 1) for i in range(len(texts))]),
+            generation=g1,
+        )
+        delete_tokens(conn, model_id, [first + 1, first + 5])
+    later = new_tokens(db, model_id, ["later\x1f", "más"])
+    with db.transaction() as conn:
+        g2 = lock_and_bump_generation(conn, model_id, created_at=created_at)
+        add_token_counts(
+            conn, model_id, delta([(first, 1, 3, 3), (later + 1, 0, 1, 1)]), generation=g2
+        )
+
+    for since in (-1, g1):
+        with db.transaction(write=False) as conn:
+            changes = read_changes(
+                conn, model_id, since_generation=since, generation=g2, n_classes=2
+            )
+        expected_texts, expected_counts = rows_read_one_by_one(db, model_id, since)
+        got = dict(zip(changes.token_ids.tolist(), changes.token_texts, strict=True))
+        assert got == expected_texts
+        assert list(changes.token_texts) == [expected_texts[i] for i in changes.token_ids.tolist()]
+        assert (
+            set(
+                zip(
+                    changes.count_token_ids.tolist(),
+                    changes.count_class_indices.tolist(),
+                    changes.count_docs.tolist(),
+                    changes.count_terms.tolist(),
+                    strict=True,
+                )
+            )
+            == expected_counts
+        )
+        assert len(changes.count_token_ids) == len(expected_counts)
+        if since < 0:
+            assert "a\x1fb" in got.values()
+            assert first + 1 not in got
