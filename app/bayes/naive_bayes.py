@@ -741,14 +741,18 @@ def _log_posterior(scores: FloatArray, model: EventModel) -> FloatArray:
     return result
 
 
-def _log_odds(class_docs: IntArray | int, docs: IntArray, alpha: float) -> FloatArray:
+def _log_odds(
+    class_docs: IntArray | int, docs: NDArray[np.signedinteger[Any]], alpha: float
+) -> FloatArray:
     """Return log p - log(1 - p) = log(D + alpha) - log(N - D + alpha) (N - D clipped at 0)."""
     absent = np.maximum(np.asarray(class_docs) - docs, 0)
     result: FloatArray = np.log(docs + alpha) - np.log(absent + alpha)
     return result
 
 
-def _log_absent(class_docs: IntArray | int, docs: IntArray, alpha: float) -> FloatArray:
+def _log_absent(
+    class_docs: IntArray | int, docs: NDArray[np.signedinteger[Any]], alpha: float
+) -> FloatArray:
     """Return log(N - D + alpha), the numerator of log(1 - p) (N - D clipped at 0)."""
     result: FloatArray = np.log(np.maximum(np.asarray(class_docs) - docs, 0) + alpha)
     return result
