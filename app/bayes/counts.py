@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse
 from numpy.typing import ArrayLike, NDArray
 
-from app.bayes.tokens import TokenIndex
+from app.bayes.tokens import TokenIndex, grown_capacity
 
 IntArray = NDArray[np.int64]
 # Counts are kept as int32 (half the memory of a model) until a value outgrows it: then that
@@ -62,7 +62,7 @@ class CountTable:
 
     Token ids are dense 0..n_tokens-1 and are the SAME ids the database stores, so the table
     can be loaded from and kept in step with the database. Storage is two arrays of shape
-    (n_classes, capacity), int32 until a count outgrows it, whose capacity doubles as ids
+    (n_classes, capacity), int32 until a count outgrows it, whose capacity grows as ids
     arrive (amortised O(1) per new token); no Python object is kept per cell or per token
     (`TokenIndex` holds the texts).
 
@@ -157,6 +157,11 @@ class CountTable:
     def n_tokens(self) -> int:
         """Number of id slots (max id + 1)."""
         return len(self.tokens)
+
+    @property
+    def capacity(self) -> int:
+        """Id slots allocated (grown ahead of n_tokens, see `grown_capacity`)."""
+        return int(self._docs.shape[1])
 
     @property
     def generation(self) -> int:
@@ -271,7 +276,7 @@ class CountTable:
         """Register token texts under ids chosen by the database.
 
         Ids may arrive out of order and leave gaps (slots with text "" until placed);
-        capacity grows by doubling. Re-placing the same (id, text) is a no-op.
+        capacity grows geometrically. Re-placing the same (id, text) is a no-op.
         """
         ids = _as_ids(token_ids)
         if ids.shape[0] != len(tokens):
@@ -393,11 +398,11 @@ class CountTable:
         self.tokens.grow(n_tokens)
 
     def _reserve(self, n_tokens: int) -> None:
-        """Make room for n_tokens columns, doubling the capacity (amortised O(1) per id)."""
+        """Make room for n_tokens columns (`grown_capacity`: amortised O(1) per id)."""
         capacity = self._docs.shape[1]
         if n_tokens <= capacity:
             return
-        capacity = max(n_tokens, 2 * capacity, _MIN_CAPACITY)
+        capacity = grown_capacity(capacity, n_tokens)
         for name in ("_docs", "_terms"):
             old: CountArray = getattr(self, name)
             new = np.zeros((len(self.classes), capacity), dtype=old.dtype)

@@ -29,6 +29,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from app.bayes import robinson_fisher
 from app.bayes.counts import BoolArray, CountTable, FloatArray, IntArray, _as_csr
+from app.bayes.tokens import grown_capacity
 from app.bayes.vocabulary import candidate_mask, vocabulary_mask
 
 EventModel = Literal["multinomial", "bernoulli", "robinson-fisher"]
@@ -777,10 +778,10 @@ def _columns(X: scipy.sparse.csr_array, n_tokens: int) -> scipy.sparse.csr_array
 
 
 def _grown(array: ArrayT, n_tokens: int) -> ArrayT:
-    """Return array with at least n_tokens rows, zero-padded, capacity doubled."""
+    """Return array with at least n_tokens rows, zero-padded, capacity grown (as the table's)."""
     if array.shape[0] >= n_tokens:
         return array
-    capacity = max(n_tokens, 2 * array.shape[0], 64)
+    capacity = grown_capacity(array.shape[0], n_tokens)
     grown = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)
     grown[: array.shape[0]] = array
     return cast(ArrayT, grown)
