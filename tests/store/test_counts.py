@@ -13,7 +13,7 @@ from app.service.classification import classify
 from app.service.messages import Message
 from app.service.models import create_model, delete_model, update_model
 from app.service.runtime import Runtime
-from app.service.training import forget, train
+from app.service.training import forget, train, train_batch
 from app.store import counts as counts_module
 from app.store.counts import (
     CountDelta,
@@ -268,3 +268,55 @@ def test_the_bulk_read_of_a_model_equals_its_rows_read_one_by_one(
         if since < 0:
             assert "a\x1fb" in got.values()
             assert first + 1 not in got
+
+
+def test_bulk_writes_store_exactly_what_a_row_by_row_reference_computes(db: Database) -> None:
+    """New and existing tokens, texts the COPY text format must escape, several deltas in one
+    transaction (the temporary table of count changes starts empty each time), additions
+    with subtractions: the stored rows equal a dict kept row by row."""
+    with db.transaction() as conn:
+        model = find_model(conn, "default")
+    model_id, created_at = model.id, model.created_at
+    texts = ["tab\there", "new\nline", "back\\slash", "\\N", "crlf\r\n", "größe", "日本", "end"]
+    first = new_tokens(db, model_id, texts[:4])
+    later = new_tokens(db, model_id, texts[4:])
+    assert later == first + 4
+    with db.transaction(write=False) as conn:
+        model = read_changes(conn, model_id, since_generation=-1, generation=0, n_classes=2)
+    stored = dict(zip(model.token_ids.tolist(), model.token_texts, strict=True))
+    assert stored == {first + i: text for i, text in enumerate(texts)}
+
+    rng = np.random.default_rng(7)
+    expected: dict[tuple[int, int], tuple[int, int]] = {}
+    for _ in range(4):
+        with db.transaction() as conn:
+            generation = lock_and_bump_generation(conn, model_id, created_at=created_at)
+            for _ in range(2):  # two deltas in one transaction
+                cells = sorted(
+                    {(first + int(t), int(c)) for t, c in rng.integers(0, [8, 2], (6, 2))}
+                )
+                rows = []
+                for token_id, class_index in cells:
+                    docs, terms = expected.get((token_id, class_index), (0, 0))
+                    # Subtractions only where a row holds enough (as forget and relabel do).
+                    add_docs = int(rng.integers(-docs, 4))
+                    add_terms = int(rng.integers(-terms, 6))
+                    rows.append((token_id, class_index, add_docs, add_terms))
+                    expected[(token_id, class_index)] = (docs + add_docs, terms + add_terms)
+                add_token_counts(conn, model_id, delta(rows), generation=generation)
+
+    with db.transaction(write=False) as conn:
+        assert read_token_counts(conn, model_id, list(range(first, first + 8))) == expected
+
+
+def test_a_training_batch_stores_the_counts_its_ledger_implies(runtime: Runtime) -> None:
+    """Through the service: tokens new and known, one message twice and one relabelled
+    within the batch, on each database's bulk path."""
+    train_examples(runtime, 3, 3)
+    items = [(Message(text=spam_text(i), message_id=f"<s{i}>"), "spam") for i in range(10, 40)] + [
+        (Message(text=ham_text(i), message_id=f"<h{i}>"), "ham") for i in range(10, 40)
+    ]
+    items += [items[0], (items[1][0], "ham")]
+    train_batch(runtime, model_name="default", items=items)
+
+    assert stored_cells(runtime) == counts_from_ledger(runtime)
