@@ -1,4 +1,4 @@
-"""Per-(class, token) counts of one model, kept in growable int64 arrays.
+"""Per-(class, token) counts of one model, in growable int32 arrays (int64 once needed).
 
 A `CountTable` is the in-memory twin of the counts the database stores (SPEC §2): for each
 (class, token) the messages containing the token (`docs`, Bernoulli D_cw) and its occurrences
@@ -17,19 +17,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import scipy.sparse
 from numpy.typing import ArrayLike, NDArray
 
-from app.bayes.tokens import TokenIndex
+from app.bayes.tokens import TokenIndex, grown_capacity
 
 IntArray = NDArray[np.int64]
+# Counts are kept as int32 (half the memory of a model) until a value outgrows it: then that
+# array is widened to int64 in place. Readers get either; sums and arithmetic with int64
+# values promote to int64.
+CountArray = NDArray[np.int32] | NDArray[np.int64]
 FloatArray = NDArray[np.float64]
 BoolArray = NDArray[np.bool_]
 
 _MIN_CAPACITY = 64
+_INT32_MAX = int(np.iinfo(np.int32).max)
 # The journal keeps the old counts of at most this many touched ids; a consumer further
 # behind than that rebuilds its caches in full (as it does on the first look).
 _JOURNAL_MAX_IDS = 1 << 16
@@ -56,9 +61,10 @@ class CountTable:
     """Per-(class, token) counts of one model.
 
     Token ids are dense 0..n_tokens-1 and are the SAME ids the database stores, so the table
-    can be loaded from and kept in step with the database. Storage is two int64 arrays of
-    shape (n_classes, capacity) whose capacity doubles as ids arrive (amortised O(1) per new
-    token); no Python object is kept per cell or per token (`TokenIndex` holds the texts).
+    can be loaded from and kept in step with the database. Storage is two arrays of shape
+    (n_classes, capacity), int32 until a count outgrows it, whose capacity grows as ids
+    arrive (amortised O(1) per new token); no Python object is kept per cell or per token
+    (`TokenIndex` holds the texts).
 
     Not thread-safe: the caller serialises changes against each other and against scoring.
     """
@@ -73,8 +79,8 @@ class CountTable:
             raise ValueError(f"classes must be non-empty strings, got {list(names)}")
         self.classes: tuple[str, ...] = names
         self.tokens = TokenIndex()  # id <-> token text ("" for a slot not yet known)
-        self._docs: IntArray = np.zeros((len(names), _MIN_CAPACITY), dtype=np.int64)
-        self._terms: IntArray = np.zeros((len(names), _MIN_CAPACITY), dtype=np.int64)
+        self._docs: CountArray = np.zeros((len(names), _MIN_CAPACITY), dtype=np.int32)
+        self._terms: CountArray = np.zeros((len(names), _MIN_CAPACITY), dtype=np.int32)
         self._class_docs: IntArray = np.zeros(len(names), dtype=np.int64)
         self._class_terms: IntArray = np.zeros(len(names), dtype=np.int64)
         self._generation = 0
@@ -123,6 +129,7 @@ class CountTable:
         token_terms = np.asarray((labels @ matrix).toarray(), dtype=np.int64)
         token_docs = np.asarray((labels @ present).toarray(), dtype=np.int64)
         table._reserve(n_tokens)
+        table._fit_counts(token_docs, token_terms)
         table._docs[:, :n_tokens] = token_docs
         table._terms[:, :n_tokens] = token_terms
         table._class_docs = np.bincount(class_indices, minlength=len(table.classes)).astype(
@@ -152,17 +159,22 @@ class CountTable:
         return len(self.tokens)
 
     @property
+    def capacity(self) -> int:
+        """Id slots allocated (grown ahead of n_tokens, see `grown_capacity`)."""
+        return int(self._docs.shape[1])
+
+    @property
     def generation(self) -> int:
         """Counter bumped on every change, so derived caches know when to refresh."""
         return self._generation
 
     @property
-    def token_docs(self) -> IntArray:
+    def token_docs(self) -> CountArray:
         """Read-only view, shape (n_classes, n_tokens): messages of class c containing token."""
         return _read_only(self._docs[:, : self.n_tokens])
 
     @property
-    def token_terms(self) -> IntArray:
+    def token_terms(self) -> CountArray:
         """Read-only view, shape (n_classes, n_tokens): occurrences of token in class c."""
         return _read_only(self._terms[:, : self.n_tokens])
 
@@ -264,7 +276,7 @@ class CountTable:
         """Register token texts under ids chosen by the database.
 
         Ids may arrive out of order and leave gaps (slots with text "" until placed);
-        capacity grows by doubling. Re-placing the same (id, text) is a no-op.
+        capacity grows geometrically. Re-placing the same (id, text) is a no-op.
         """
         ids = _as_ids(token_ids)
         if ids.shape[0] != len(tokens):
@@ -306,8 +318,8 @@ class CountTable:
                 raise ValueError("token ids of one message must be unique")
             if terms.min() < 1:
                 raise ValueError(f"token_terms must be >= 1, got {int(terms.min())}")
-        new_docs = self._docs[class_index, ids] + sign
-        new_terms = self._terms[class_index, ids] + sign * terms
+        new_docs = self._docs[class_index, ids].astype(np.int64) + sign
+        new_terms = self._terms[class_index, ids].astype(np.int64) + sign * terms
         new_class_docs = int(self._class_docs[class_index]) + sign
         new_class_terms = int(self._class_terms[class_index]) + sign * int(terms.sum())
         if (
@@ -319,6 +331,7 @@ class CountTable:
                 f"forgetting this message would make counts of class "
                 f"{self.classes[class_index]!r} negative; it was not trained"
             )
+        self._fit_counts(new_docs, new_terms)
         self._bump(ids)
         self._docs[class_index, ids] = new_docs
         self._terms[class_index, ids] = new_terms
@@ -359,6 +372,7 @@ class CountTable:
         sorted_cells = cells[order]
         last = order[np.append(sorted_cells[1:] != sorted_cells[:-1], True)]
         sorted_ids = ids[order]
+        self._fit_counts(doc_values, term_values)
         self._bump(sorted_ids[np.insert(sorted_ids[1:] != sorted_ids[:-1], 0, True)])
         self._docs[classes[last], ids[last]] = doc_values[last]
         self._terms[classes[last], ids[last]] = term_values[last]
@@ -384,16 +398,23 @@ class CountTable:
         self.tokens.grow(n_tokens)
 
     def _reserve(self, n_tokens: int) -> None:
-        """Make room for n_tokens columns, doubling the capacity (amortised O(1) per id)."""
+        """Make room for n_tokens columns (`grown_capacity`: amortised O(1) per id)."""
         capacity = self._docs.shape[1]
         if n_tokens <= capacity:
             return
-        capacity = max(n_tokens, 2 * capacity, _MIN_CAPACITY)
+        capacity = grown_capacity(capacity, n_tokens)
         for name in ("_docs", "_terms"):
-            old: IntArray = getattr(self, name)
-            new = np.zeros((len(self.classes), capacity), dtype=np.int64)
+            old: CountArray = getattr(self, name)
+            new = np.zeros((len(self.classes), capacity), dtype=old.dtype)
             new[:, : old.shape[1]] = old
             setattr(self, name, new)
+
+    def _fit_counts(self, docs: NDArray[np.integer[Any]], terms: NDArray[np.integer[Any]]) -> None:
+        """Widen the docs or terms array to int64 if int32 cannot hold the values to store."""
+        if docs.size and self._docs.dtype != np.int64 and int(docs.max()) > _INT32_MAX:
+            self._docs = self._docs.astype(np.int64)
+        if terms.size and self._terms.dtype != np.int64 and int(terms.max()) > _INT32_MAX:
+            self._terms = self._terms.astype(np.int64)
 
     def _bump(self, token_ids: IntArray) -> None:
         """Advance the generation, journaling the current counts of ids about to change."""
@@ -407,8 +428,8 @@ class CountTable:
             _JournalEntry(
                 self._generation,
                 token_ids.copy(),
-                self._docs[:, token_ids].copy(),
-                self._terms[:, token_ids].copy(),
+                self._docs[:, token_ids].astype(np.int64),
+                self._terms[:, token_ids].astype(np.int64),
             )
         )
         self._journal_ids += token_ids.size
@@ -432,7 +453,10 @@ def _as_ids(token_ids: ArrayLike) -> IntArray:
     return ids.astype(np.int64, copy=False).ravel()
 
 
-def _read_only(array: IntArray) -> IntArray:
+ArrayT = TypeVar("ArrayT", bound=NDArray[Any])
+
+
+def _read_only(array: ArrayT) -> ArrayT:
     view = array.view()
     view.flags.writeable = False
     return view

@@ -29,6 +29,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from app.bayes import robinson_fisher
 from app.bayes.counts import BoolArray, CountTable, FloatArray, IntArray, _as_csr
+from app.bayes.tokens import grown_capacity
 from app.bayes.vocabulary import candidate_mask, vocabulary_mask
 
 EventModel = Literal["multinomial", "bernoulli", "robinson-fisher"]
@@ -808,14 +809,18 @@ def _log_posterior(scores: FloatArray, model: EventModel) -> FloatArray:
     return result
 
 
-def _log_odds(class_docs: IntArray | int, docs: IntArray, alpha: float) -> FloatArray:
+def _log_odds(
+    class_docs: IntArray | int, docs: NDArray[np.signedinteger[Any]], alpha: float
+) -> FloatArray:
     """Return log p - log(1 - p) = log(D + alpha) - log(N - D + alpha) (N - D clipped at 0)."""
     absent = np.maximum(np.asarray(class_docs) - docs, 0)
     result: FloatArray = np.log(docs + alpha) - np.log(absent + alpha)
     return result
 
 
-def _log_absent(class_docs: IntArray | int, docs: IntArray, alpha: float) -> FloatArray:
+def _log_absent(
+    class_docs: IntArray | int, docs: NDArray[np.signedinteger[Any]], alpha: float
+) -> FloatArray:
     """Return log(N - D + alpha), the numerator of log(1 - p) (N - D clipped at 0)."""
     result: FloatArray = np.log(np.maximum(np.asarray(class_docs) - docs, 0) + alpha)
     return result
@@ -840,10 +845,10 @@ def _columns(X: scipy.sparse.csr_array, n_tokens: int) -> scipy.sparse.csr_array
 
 
 def _grown(array: ArrayT, n_tokens: int) -> ArrayT:
-    """Return array with at least n_tokens rows, zero-padded, capacity doubled."""
+    """Return array with at least n_tokens rows, zero-padded, capacity grown (as the table's)."""
     if array.shape[0] >= n_tokens:
         return array
-    capacity = max(n_tokens, 2 * array.shape[0], 64)
+    capacity = grown_capacity(array.shape[0], n_tokens)
     grown = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)
     grown[: array.shape[0]] = array
     return cast(ArrayT, grown)

@@ -12,6 +12,12 @@ server's RSS. `TokenIndex` keeps the same mapping in about 40 bytes a token:
 - texts whose hash another indexed text already has (checked exactly when they are added)
   in a dict of their own, looked at before the sorted array.
 
+Starts, lengths and ids are kept in the narrowest integer type that holds them (uint32 starts,
+uint8 lengths, int32 ids; widened in place should a value ever outgrow it): about 25 bytes a
+token with 8-byte texts instead of 36. A model read from the database arrives as
+`EncodedTexts` (one UTF-8 buffer and the byte length of each text), which is placed without
+encoding each text again.
+
 Scoring takes an unknown token for a known one only if their 64-bit hashes are equal: about
 n / 2^64 per lookup (5e-14 for a million tokens), and `hash()` of a str is SipHash keyed at
 random per process, so nobody can craft such a pair from outside. (SpamAssassin's Bayes keeps
@@ -23,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from itertools import repeat
-from typing import TypeVar, overload
+from typing import Any, TypeVar, overload
 
 import numpy as np
 from numpy.typing import NDArray
@@ -38,6 +44,130 @@ _ENCODING = "utf-8"
 _ERRORS = "surrogatepass"  # any str round-trips; the tokenizer never makes surrogates
 
 
+def grown_capacity(capacity: int, needed: int) -> int:
+    """The capacity to grow an array of `capacity` slots to, for `needed` slots.
+
+    Doubling while small; beyond 65,536 slots by an eighth (at least 65,536): still amortised
+    O(1) per slot, and a million-token model's first new token costs 12.5 % more room in
+    its arrays instead of 100 %.
+    """
+    return max(needed, capacity + max(capacity // 8, min(capacity, 65_536)), _MIN_CAPACITY)
+
+
+class EncodedTexts(Sequence[str]):
+    """Texts in one UTF-8 buffer: text i is `blob[starts[i] : starts[i] + lengths[i]]`.
+
+    How the store hands over a model's token texts in bulk (one string per 100,000 tokens
+    instead of a row tuple per token); `TokenIndex.place` keeps the buffer as it is, bytes
+    between the texts included. Indexing decodes one text; `strings` gives them all.
+    """
+
+    __slots__ = ("_strings", "blob", "lengths", "starts")
+
+    def __init__(
+        self,
+        blob: bytes,
+        starts: IntArray,
+        lengths: IntArray,
+        *,
+        strings: list[str] | None = None,
+    ) -> None:
+        starts = np.asarray(starts, dtype=np.int64)
+        lengths = np.asarray(lengths, dtype=np.int64)
+        if starts.shape != lengths.shape or starts.ndim != 1:
+            raise ValueError("starts and lengths must be 1-dimensional and of equal length")
+        if starts.size and (
+            starts.min() < 0 or lengths.min() < 0 or (starts + lengths).max() > len(blob)
+        ):
+            raise ValueError(f"every text must lie within the {len(blob)} bytes given")
+        if strings is not None and len(strings) != starts.size:
+            raise ValueError(f"got {len(strings)} strings for {starts.size} texts")
+        self.blob = blob
+        self.starts = starts
+        self.lengths = lengths
+        self._strings = strings
+
+    @classmethod
+    def from_strings(cls, texts: Sequence[str]) -> EncodedTexts:
+        parts = [text.encode(_ENCODING, _ERRORS) for text in texts]
+        lengths = np.fromiter(map(len, parts), np.int64, len(parts))
+        return cls(b"".join(parts), np.cumsum(lengths) - lengths, lengths, strings=list(texts))
+
+    @classmethod
+    def from_terminated(cls, joined: str, terminator: str, count: int) -> EncodedTexts | None:
+        """`count` texts, each followed by the ASCII character `terminator`; None when some
+        text holds that character (the split then finds more than `count`)."""
+        if len(terminator) != 1 or not terminator.isascii():
+            raise ValueError(f"the terminator must be one ASCII character, got {terminator!r}")
+        strings = joined.split(terminator)
+        if strings.pop() != "" or len(strings) != count:
+            return None
+        blob = joined.encode(_ENCODING, _ERRORS)
+        # An ASCII byte never occurs inside another character's UTF-8 sequence, and none of
+        # the texts holds this one: each such byte ends a text.
+        ends = np.flatnonzero(np.frombuffer(blob, dtype=np.uint8) == ord(terminator))
+        starts = np.zeros(count, dtype=np.int64)
+        starts[1:] = ends[:-1] + 1
+        lengths = ends - starts
+        # Kept without the terminators: text i then starts i bytes earlier.
+        compact = blob.replace(terminator.encode("ascii"), b"")
+        return cls(compact, starts - np.arange(count), lengths, strings=strings)
+
+    @classmethod
+    def concatenate(cls, parts: Sequence[EncodedTexts]) -> EncodedTexts:
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            empty = np.zeros(0, dtype=np.int64)
+            return cls(b"", empty, empty, strings=[])
+        offsets = np.cumsum([0] + [len(part.blob) for part in parts[:-1]])
+        strings: list[str] | None = []
+        for part in parts:
+            if strings is not None and part._strings is not None:
+                strings.extend(part._strings)
+            else:
+                strings = None
+        return cls(
+            b"".join(part.blob for part in parts),
+            np.concatenate(
+                [part.starts + offset for part, offset in zip(parts, offsets.tolist(), strict=True)]
+            ),
+            np.concatenate([part.lengths for part in parts]),
+            strings=strings,
+        )
+
+    def __len__(self) -> int:
+        return int(self.starts.size)
+
+    @overload
+    def __getitem__(self, position: int) -> str: ...
+
+    @overload
+    def __getitem__(self, position: slice) -> list[str]: ...
+
+    def __getitem__(self, position: int | slice) -> str | list[str]:
+        if isinstance(position, slice):
+            return [self[i] for i in range(*position.indices(len(self)))]
+        if self._strings is not None:
+            return self._strings[position]
+        start = int(self.starts[position])
+        end = start + int(self.lengths[position])
+        return self.blob[start:end].decode(_ENCODING, _ERRORS)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.strings())
+
+    def strings(self) -> list[str]:
+        """Every text as a str (kept: the store's split made them already)."""
+        if self._strings is None:
+            blob = self.blob
+            self._strings = [
+                blob[start : start + length].decode(_ENCODING, _ERRORS)
+                for start, length in zip(self.starts.tolist(), self.lengths.tolist(), strict=True)
+            ]
+        return self._strings
+
+
 class TokenIndex(Sequence[str]):
     """Dense ids 0..len-1 and their token texts; "" marks an id not placed yet.
 
@@ -48,10 +178,15 @@ class TokenIndex(Sequence[str]):
         self._hash = hash_function  # tests pass a weak one to exercise collisions
         self._size = 0
         self._blob = bytearray()
-        self._starts: IntArray = np.zeros(_MIN_CAPACITY, dtype=np.int64)
-        self._lengths: NDArray[np.int32] = np.zeros(_MIN_CAPACITY, dtype=np.int32)
+        # Narrow types, widened by `_fit` when a value outgrows them (see the module's doc).
+        self._starts: NDArray[np.unsignedinteger[Any] | np.signedinteger[Any]] = np.zeros(
+            _MIN_CAPACITY, dtype=np.uint32
+        )
+        self._lengths: NDArray[np.unsignedinteger[Any] | np.signedinteger[Any]] = np.zeros(
+            _MIN_CAPACITY, dtype=np.uint8
+        )
         self._hashes: IntArray = np.zeros(0, dtype=np.int64)  # ascending
-        self._hash_ids: IntArray = np.zeros(0, dtype=np.int64)  # the id of each hash
+        self._hash_ids: NDArray[np.signedinteger[Any]] = np.zeros(0, dtype=np.int32)
         self._recent: dict[str, int] = {}  # added since the last merge
         self._collided: dict[str, int] = {}  # hash equal to another indexed token's
 
@@ -158,7 +293,7 @@ class TokenIndex(Sequence[str]):
             return
         capacity = self._starts.size
         if size > capacity:
-            capacity = max(size, 2 * capacity)
+            capacity = grown_capacity(capacity, size)
             self._starts = _resized(self._starts, capacity)
             self._lengths = _resized(self._lengths, capacity)
         self._size = size
@@ -187,6 +322,9 @@ class TokenIndex(Sequence[str]):
             raise ValueError(f"got {token_ids.shape[0]} token ids but {len(texts)} tokens")
         if not token_ids.size:
             return token_ids
+        encoded = texts if isinstance(texts, EncodedTexts) else None
+        if encoded is not None:
+            texts = encoded.strings()  # str objects for the hashes, freed after this call
         if token_ids.min() < 0:
             raise ValueError(f"token ids must be >= 0, got {int(token_ids.min())}")
         if not all(texts):
@@ -212,11 +350,13 @@ class TokenIndex(Sequence[str]):
             raise ValueError(
                 f"token {new_texts[i]!r} has id {int(owners[i])}, cannot place it at {new_ids[i]}"
             )
-        new_ids, new_texts, new_hashes = _distinct(new_ids, new_texts, hashes)
+        new_ids, new_texts, new_hashes, order = _distinct(new_ids, new_texts, hashes)
         if not new_ids.size:
             return new_ids
         self.grow(int(new_ids.max()) + 1)
-        self._add(new_ids, new_texts, new_hashes)
+        # The buffer read from the database is kept as it is when every text in it is new.
+        whole = encoded if encoded is not None and new_texts is texts else None
+        self._add(new_ids, new_texts, new_hashes, encoded=whole, order=order)
         return new_ids
 
     def merge(self) -> None:
@@ -266,27 +406,45 @@ class TokenIndex(Sequence[str]):
         return np.fromiter(map(self._hash, texts), np.int64, len(texts))
 
     def _add(
-        self, token_ids: IntArray, texts: Sequence[str], hashes: IntArray | None = None
+        self,
+        token_ids: IntArray,
+        texts: Sequence[str],
+        hashes: IntArray | None = None,
+        *,
+        encoded: EncodedTexts | None = None,
+        order: IntArray | None = None,
     ) -> None:
-        """Store and index distinct texts no id has yet under free ids."""
-        encoded = [text.encode(_ENCODING, _ERRORS) for text in texts]
-        lengths = np.fromiter(map(len, encoded), np.int64, len(encoded))
-        starts = np.empty_like(lengths)
-        starts[0] = len(self._blob)
-        np.cumsum(lengths[:-1], out=starts[1:])
-        starts[1:] += starts[0]
-        self._blob += b"".join(encoded)
+        """Store and index distinct texts no id has yet under free ids (`encoded`: the same
+        texts already as UTF-8; `order`: the stable argsort of `hashes`, if known)."""
+        if encoded is None:
+            parts = [text.encode(_ENCODING, _ERRORS) for text in texts]
+            lengths = np.fromiter(map(len, parts), np.int64, len(parts))
+            blob = b"".join(parts)
+            starts = np.empty_like(lengths)
+            starts[0] = len(self._blob)
+            np.cumsum(lengths[:-1], out=starts[1:])
+            starts[1:] += starts[0]
+        else:
+            lengths, blob = encoded.lengths, encoded.blob
+            starts = encoded.starts + len(self._blob)
+        self._blob += blob
+        self._starts = _fit(self._starts, len(self._blob))
+        self._lengths = _fit(self._lengths, int(lengths.max()))
         self._starts[token_ids] = starts
         self._lengths[token_ids] = lengths
         if len(texts) >= _MIN_MERGE:
-            self._index(token_ids, texts, hashes)
+            self._index(token_ids, texts, hashes, order)
             return
         self._recent.update(zip(texts, token_ids.tolist(), strict=True))
         if len(self._recent) > max(_MIN_MERGE, self._hashes.size // 64):
             self.merge()
 
     def _index(
-        self, token_ids: IntArray, texts: Sequence[str], hashes: IntArray | None = None
+        self,
+        token_ids: IntArray,
+        texts: Sequence[str],
+        hashes: IntArray | None = None,
+        order: IntArray | None = None,
     ) -> None:
         """Insert distinct texts no id has yet into the sorted hash arrays.
 
@@ -295,7 +453,8 @@ class TokenIndex(Sequence[str]):
         """
         if hashes is None:
             hashes = self._hashes_of(texts)
-        order = np.argsort(hashes, kind="stable")
+        if order is None:
+            order = np.argsort(hashes, kind="stable")
         hashes, token_ids = hashes[order], token_ids[order]
         clashes = np.zeros(hashes.size, dtype=np.bool_)
         clashes[1:] = hashes[1:] == hashes[:-1]
@@ -306,6 +465,11 @@ class TokenIndex(Sequence[str]):
             self._collided[texts[int(order[position])]] = int(token_ids[position])
         keep = ~clashes
         hashes, token_ids = hashes[keep], token_ids[keep]
+        if token_ids.size:
+            self._hash_ids = _fit(self._hash_ids, int(token_ids.max()))
+        if not self._hashes.size:  # a model's load: nothing to insert between
+            self._hashes, self._hash_ids = hashes, token_ids.astype(self._hash_ids.dtype)
+            return
         at = np.searchsorted(self._hashes, hashes)
         self._hashes = np.insert(self._hashes, at, hashes)
         self._hash_ids = np.insert(self._hash_ids, at, token_ids)
@@ -322,16 +486,19 @@ def _unpickled(
 
 def _distinct(
     token_ids: IntArray, texts: Sequence[str], hashes: IntArray
-) -> tuple[IntArray, Sequence[str], IntArray | None]:
-    """Drop repeats of the same (id, text), with their hashes (None when some were dropped);
-    a text under two ids, or an id under two texts, is a ValueError."""
-    sorted_hashes = np.sort(hashes)
-    sorted_ids = np.sort(token_ids)
+) -> tuple[IntArray, Sequence[str], IntArray | None, IntArray | None]:
+    """Drop repeats of the same (id, text), with their hashes (None when some were dropped)
+    and, when none were, the stable argsort of the hashes (for `_index`); a text under two
+    ids, or an id under two texts, is a ValueError."""
+    order = np.argsort(hashes, kind="stable")
+    sorted_hashes = hashes[order]
+    ascending = token_ids.size < 2 or bool((token_ids[1:] > token_ids[:-1]).all())  # a load
+    sorted_ids = token_ids if ascending else np.sort(token_ids)
     if (
         not (sorted_hashes[1:] == sorted_hashes[:-1]).any()
         and not (sorted_ids[1:] == sorted_ids[:-1]).any()
     ):
-        return token_ids, texts, hashes  # the usual case, without a Python object per token
+        return token_ids, texts, hashes, order  # the usual case, no Python object per token
     by_text: dict[str, int] = {}
     by_id: dict[int, str] = {}
     for token_id, text in zip(token_ids.tolist(), texts, strict=True):
@@ -341,8 +508,20 @@ def _distinct(
         if by_id.setdefault(token_id, text) != text:
             raise ValueError(f"token id {token_id} is {by_id[token_id]!r}, cannot place {text!r}")
     if len(by_text) == len(texts):
-        return token_ids, texts, hashes
-    return np.fromiter(by_text.values(), np.int64, len(by_text)), list(by_text), None
+        return token_ids, texts, hashes, order
+    return np.fromiter(by_text.values(), np.int64, len(by_text)), list(by_text), None, None
+
+
+IntegerArrayT = TypeVar(
+    "IntegerArrayT", bound=NDArray[np.unsignedinteger[Any] | np.signedinteger[Any]]
+)
+
+
+def _fit(array: IntegerArrayT, largest: int) -> IntegerArrayT:
+    """`array`, widened to int64 if its type cannot hold `largest`."""
+    if largest <= np.iinfo(array.dtype).max:
+        return array
+    return array.astype(np.int64)  # type: ignore[return-value]
 
 
 def _resized(array: NDArray[ScalarT], capacity: int) -> NDArray[ScalarT]:

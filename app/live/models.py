@@ -140,6 +140,7 @@ class LiveModel:
 
     def apply(self, changes: CountChanges) -> None:
         """Apply a change feed read from the database (absolute values; idempotent)."""
+        capacity = self.table.capacity
         with self.lock:
             if changes.generation <= self.synced_generation:
                 return
@@ -154,6 +155,7 @@ class LiveModel:
                 )
             self.table.set_class_totals(changes.class_docs, changes.class_terms)
             self.synced_generation = changes.generation
+        self._return_memory_if_grown(capacity)
 
     def catch_up(self, conn: Connection, generation: int) -> None:
         """Bring config and arrays to `generation` by reading the change feed through `conn`."""
@@ -187,6 +189,7 @@ class LiveModel:
 
         Returns False when another write came in between; the caller then reads the feed.
         """
+        capacity = self.table.capacity
         with self.lock:
             if generation <= self.synced_generation:
                 return True  # already read back through the feed
@@ -206,7 +209,18 @@ class LiveModel:
                 self.table.class_docs + class_docs, self.table.class_terms + class_terms
             )
             self.synced_generation = generation
-            return True
+        self._return_memory_if_grown(capacity)
+        return True
+
+    def _return_memory_if_grown(self, capacity: int) -> None:
+        """After the arrays grew, give the old ones' heap pages back to the system.
+
+        glibc serves arrays below its (self-raising) mmap threshold from the heap and keeps
+        them when freed: a million-token model's first trained message left 30 MB of freed
+        arrays resident. malloc_trim costs ~0.2 ms, so only after a growth (every 12.5 %).
+        """
+        if self.table.capacity != capacity:
+            return_freed_memory()
 
     def reconfigure(self, options: dict[str, Any]) -> None:
         with self.lock:

@@ -205,3 +205,20 @@ def test_classes_must_be_two_or_more_distinct_names():
         CountTable(["spam"])
     with pytest.raises(ValueError, match="distinct"):
         CountTable(["spam", "spam"])
+
+
+def test_counts_beyond_int32_widen_the_arrays_and_stay_exact():
+    big = 2**31 - 1
+    table = CountTable(["ham", "spam"])
+    table.place(np.arange(3), ["a", "b", "c"])
+    table.set_counts([0, 1], [0, 1], [big, 5], [big, 7])
+    assert table.token_docs.dtype == np.int32  # int32 holds the largest value
+
+    table.add(0, [0, 2], [3, 1])  # docs of "a" pass int32's largest value
+    table.set_counts([1], [1], [6], [2**40])
+
+    assert table.token_docs.dtype == table.token_terms.dtype == np.int64
+    assert table.token_docs[:, :3].tolist() == [[big + 1, 0, 1], [0, 6, 0]]
+    assert table.token_terms[:, :3].tolist() == [[big + 3, 0, 1], [0, 2**40, 0]]
+    table.add(0, [0, 2], [3, 1], sign=-1)
+    assert table.token_docs[0, :3].tolist() == [big, 0, 0]

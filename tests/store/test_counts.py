@@ -13,10 +13,12 @@ from app.service.classification import classify
 from app.service.messages import Message
 from app.service.models import create_model, delete_model, update_model
 from app.service.runtime import Runtime
-from app.service.training import forget, train
+from app.service.training import forget, train, train_batch
+from app.store import counts as counts_module
 from app.store.counts import (
     CountDelta,
     add_token_counts,
+    delete_tokens,
     insert_tokens,
     read_changes,
     read_token_counts,
@@ -184,3 +186,137 @@ def test_another_runtime_notices_a_deleted_and_recreated_model(
     train(second_runtime, model_name="tenant", message=Message(text=spam_text(1)), label="spam")
     assert counts_from_ledger(runtime, "tenant") == stored_cells(runtime, "tenant")
     assert stored_cells(runtime, "tenant")[1] == {1: stored_cells(runtime, "tenant")[1][1]}
+
+
+def rows_read_one_by_one(
+    db: Database, model_id: int, since_generation: int
+) -> tuple[dict[int, str], set[tuple[int, ...]]]:
+    """The reference: every token and count row changed after `since_generation`, as rows."""
+    with db.transaction(write=False) as conn:
+        texts = dict(
+            conn.exec_driver_sql(
+                "SELECT token_id, text FROM tokens WHERE model_id = %s AND generation > %s"
+                if conn.dialect.name == "postgresql"
+                else "SELECT token_id, text FROM tokens WHERE model_id = ? AND generation > ?",
+                (model_id, since_generation),
+            ).all()
+        )
+        counts = set(
+            conn.exec_driver_sql(
+                "SELECT token_id, class_index, docs, terms FROM token_counts "
+                + (
+                    "WHERE model_id = %s AND generation > %s"
+                    if conn.dialect.name == "postgresql"
+                    else "WHERE model_id = ? AND generation > ?"
+                ),
+                (model_id, since_generation),
+            ).all()
+        )
+    return texts, counts
+
+
+@pytest.mark.parametrize("id_range", [2, 500_000])
+def test_the_bulk_read_of_a_model_equals_its_rows_read_one_by_one(
+    db: Database, monkeypatch: pytest.MonkeyPatch, id_range: int
+) -> None:
+    """Texts of any script, a text holding the terminator the bulk read splits on, gaps left
+    by deleted tokens, and ranges of ids smaller than the model: the same texts and rows."""
+    monkeypatch.setattr(counts_module, "READ_ID_RANGE", id_range)
+    with db.transaction() as conn:
+        model = find_model(conn, "default")
+    model_id, created_at = model.id, model.created_at
+    texts = ["plain", "größe", "日本語", "a\x1fb", "emoji\U0001f600", "x" * 200, "z"]
+    first = new_tokens(db, model_id, texts)
+    with db.transaction() as conn:
+        g1 = lock_and_bump_generation(conn, model_id, created_at=created_at)
+        add_token_counts(
+            conn,
+            model_id,
+            delta([(first + i, i % 2, i + 1, 2 * i + 1) for i in range(len(texts))]),
+            generation=g1,
+        )
+        delete_tokens(conn, model_id, [first + 1, first + 5])
+    later = new_tokens(db, model_id, ["later\x1f", "más"])
+    with db.transaction() as conn:
+        g2 = lock_and_bump_generation(conn, model_id, created_at=created_at)
+        add_token_counts(
+            conn, model_id, delta([(first, 1, 3, 3), (later + 1, 0, 1, 1)]), generation=g2
+        )
+
+    for since in (-1, g1):
+        with db.transaction(write=False) as conn:
+            changes = read_changes(
+                conn, model_id, since_generation=since, generation=g2, n_classes=2
+            )
+        expected_texts, expected_counts = rows_read_one_by_one(db, model_id, since)
+        got = dict(zip(changes.token_ids.tolist(), changes.token_texts, strict=True))
+        assert got == expected_texts
+        assert list(changes.token_texts) == [expected_texts[i] for i in changes.token_ids.tolist()]
+        assert (
+            set(
+                zip(
+                    changes.count_token_ids.tolist(),
+                    changes.count_class_indices.tolist(),
+                    changes.count_docs.tolist(),
+                    changes.count_terms.tolist(),
+                    strict=True,
+                )
+            )
+            == expected_counts
+        )
+        assert len(changes.count_token_ids) == len(expected_counts)
+        if since < 0:
+            assert "a\x1fb" in got.values()
+            assert first + 1 not in got
+
+
+def test_bulk_writes_store_exactly_what_a_row_by_row_reference_computes(db: Database) -> None:
+    """New and existing tokens, texts the COPY text format must escape, several deltas in one
+    transaction (the temporary table of count changes starts empty each time), additions
+    with subtractions: the stored rows equal a dict kept row by row."""
+    with db.transaction() as conn:
+        model = find_model(conn, "default")
+    model_id, created_at = model.id, model.created_at
+    texts = ["tab\there", "new\nline", "back\\slash", "\\N", "crlf\r\n", "größe", "日本", "end"]
+    first = new_tokens(db, model_id, texts[:4])
+    later = new_tokens(db, model_id, texts[4:])
+    assert later == first + 4
+    with db.transaction(write=False) as conn:
+        model = read_changes(conn, model_id, since_generation=-1, generation=0, n_classes=2)
+    stored = dict(zip(model.token_ids.tolist(), model.token_texts, strict=True))
+    assert stored == {first + i: text for i, text in enumerate(texts)}
+
+    rng = np.random.default_rng(7)
+    expected: dict[tuple[int, int], tuple[int, int]] = {}
+    for _ in range(4):
+        with db.transaction() as conn:
+            generation = lock_and_bump_generation(conn, model_id, created_at=created_at)
+            for _ in range(2):  # two deltas in one transaction
+                cells = sorted(
+                    {(first + int(t), int(c)) for t, c in rng.integers(0, [8, 2], (6, 2))}
+                )
+                rows = []
+                for token_id, class_index in cells:
+                    docs, terms = expected.get((token_id, class_index), (0, 0))
+                    # Subtractions only where a row holds enough (as forget and relabel do).
+                    add_docs = int(rng.integers(-docs, 4))
+                    add_terms = int(rng.integers(-terms, 6))
+                    rows.append((token_id, class_index, add_docs, add_terms))
+                    expected[(token_id, class_index)] = (docs + add_docs, terms + add_terms)
+                add_token_counts(conn, model_id, delta(rows), generation=generation)
+
+    with db.transaction(write=False) as conn:
+        assert read_token_counts(conn, model_id, list(range(first, first + 8))) == expected
+
+
+def test_a_training_batch_stores_the_counts_its_ledger_implies(runtime: Runtime) -> None:
+    """Through the service: tokens new and known, one message twice and one relabelled
+    within the batch, on each database's bulk path."""
+    train_examples(runtime, 3, 3)
+    items = [(Message(text=spam_text(i), message_id=f"<s{i}>"), "spam") for i in range(10, 40)] + [
+        (Message(text=ham_text(i), message_id=f"<h{i}>"), "ham") for i in range(10, 40)
+    ]
+    items += [items[0], (items[1][0], "ham")]
+    train_batch(runtime, model_name="default", items=items)
+
+    assert stored_cells(runtime) == counts_from_ledger(runtime)
