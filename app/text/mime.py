@@ -15,9 +15,9 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from app.text import defects
+from app.text import core, defects
 from app.text.charsets import decode_bytes, decode_str, lookup_codec
-from app.text.headers import decode_header_value, split_header_block
+from app.text.headers import decode_header_value
 from app.text.html import html_to_text
 from app.text.limits import TokenizerLimits
 
@@ -98,7 +98,7 @@ def parse_message(raw: str | bytes, *, limits: TokenizerLimits) -> ParsedMessage
     if text.startswith("From "):
         match = _MBOX_FROM.match(text)
         text = text[match.end() :] if match else ""
-    block = split_header_block(text, limits)
+    block = core.active().split_header_block(text, limits)
     message = ParsedMessage(headers=[], defects=set(block.defects))
     if not block.fields:
         message.defects.add(defects.NO_HEADERS)
@@ -134,7 +134,7 @@ def _walk(root: _Part, message: ParsedMessage, limits: TokenizerLimits) -> None:
             if part.depth >= limits.max_mime_depth:
                 message.defects.add(defects.MIME_DEPTH)
                 continue
-            inner = split_header_block(part.body, limits)
+            inner = core.active().split_header_block(part.body, limits)
             message.defects |= inner.defects
             stack.append(_Part(inner.fields, inner.body, part.depth + 1, "text/plain"))
         elif info.content_type in _TEXT_TYPES and not (info.is_attachment and info.extension):
@@ -223,7 +223,7 @@ def _child(text: str, parent: _Part, default_type: str, limits: TokenizerLimits)
         return _Part([], text[1:], parent.depth + 1, default_type)
     # Part headers are capped like top-level ones; their defects are not reported (a part
     # without headers is normal).
-    block = split_header_block(text, limits)
+    block = core.active().split_header_block(text, limits)
     return _Part(block.fields, block.body, parent.depth + 1, default_type)
 
 

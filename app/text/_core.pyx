@@ -1,0 +1,307 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The compiled token core: the hot loops of app.text.headers and app.text.words in Cython.
+
+Each function here gives exactly the tokens of its pure-Python twin (the reference, kept as
+the fallback when this extension is not built): tests/text/test_core_parity.py proves it on
+every corpus message and with Hypothesis. What it saves is the interpreter, not the work:
+one typed pass over the `str` buffer instead of translate + split + filter + map, and a
+prefixed token ("subject:prize") built in one step instead of a word then a concatenation.
+The rare paths (URLs, e-mail domains, over-long words, RFC 2047) call the Python functions,
+so there is one definition of each of them.
+"""
+
+from app.text import defects
+from app.text.headers import (
+    _ADDRESS_HEADERS,
+    _DENIED_WORD_HEADER_PREFIXES,
+    _DENIED_WORD_HEADERS,
+    _DOMAIN,
+    OWN_HEADER_PREFIX,
+    HeaderBlock,
+)
+from app.text.words import _URL, email_domains, normalize_text, skip_token, url_tokens
+
+
+cdef inline bint _ascii_alnum(Py_UCS4 c) noexcept:
+    return (48 <= c <= 57) or (65 <= c <= 90) or (97 <= c <= 122)
+
+
+cdef inline bint _alnum(Py_UCS4 c) noexcept:
+    # The regular expression [^\W_] of the Python path is str.isalnum: Py_UNICODE_ISALNUM.
+    if c < 128:
+        return _ascii_alnum(c)
+    return c.isalnum()
+
+
+cdef inline bint _currency(Py_UCS4 c) noexcept:
+    return c == 0x24 or c == 0xA3 or c == 0x20AC or c == 0xA5
+
+
+cdef inline bint _cjk(Py_UCS4 c) noexcept:
+    # The ranges of words._CJK_RUN.
+    if c < 0x1100:
+        return False
+    return (
+        c <= 0x11FF
+        or 0x3040 <= c <= 0x30FF
+        or 0x3130 <= c <= 0x318F
+        or 0x31F0 <= c <= 0x31FF
+        or 0x3400 <= c <= 0x4DBF
+        or 0x4E00 <= c <= 0x9FFF
+        or 0xA960 <= c <= 0xA97F
+        or 0xAC00 <= c <= 0xD7FF
+        or 0xF900 <= c <= 0xFAFF
+        or 0x20000 <= c <= 0x3134F
+    )
+
+
+cdef void _words(
+    str text, Py_ssize_t start, Py_ssize_t end, int max_chars, str prefix, list tokens
+) except *:
+    """words._words of text[start:end], each token prefixed, appended to `tokens`.
+
+    A word is a maximal run of letters and digits with the currency sign just before it; a
+    run of 4 or more ASCII digits (nothing alphanumeric either side) also gives `digits:N`,
+    after the piece's words.
+    """
+    cdef Py_ssize_t i = start
+    cdef Py_ssize_t run_start, word_start
+    cdef Py_UCS4 c
+    cdef bint digits_only
+    cdef list numbers = None
+    cdef str word
+    while i < end:
+        c = text[i]
+        if not _alnum(c):
+            i += 1
+            continue
+        run_start = i
+        word_start = i - 1 if i > start and _currency(text[i - 1]) else i
+        digits_only = True
+        while i < end:
+            c = text[i]
+            if 48 <= c <= 57:
+                i += 1
+            elif _alnum(c):
+                digits_only = False
+                i += 1
+            else:
+                break
+        word = text[word_start:i]
+        if i - word_start > max_chars:
+            word = skip_token(word)
+        tokens.append(prefix + word if prefix else word)
+        if digits_only and i - run_start >= 4:
+            if numbers is None:
+                numbers = []
+            numbers.append(min(i - run_start, 100))
+    if numbers is not None:
+        for length in numbers:
+            tokens.append(f"{prefix}digits:{length}")
+
+
+cdef void _word_tokens(str text, int max_chars, str prefix, list tokens) except *:
+    """words.word_tokens: words, and overlapping bigrams of CJK runs, in order."""
+    cdef Py_ssize_t length = len(text)
+    cdef Py_ssize_t i = 0
+    cdef Py_ssize_t piece_start = 0
+    cdef Py_ssize_t run_start, k
+    if text.isascii():
+        _words(text, 0, length, max_chars, prefix, tokens)
+        return
+    while i < length:
+        if not _cjk(text[i]):
+            i += 1
+            continue
+        _words(text, piece_start, i, max_chars, prefix, tokens)
+        run_start = i
+        while i < length and _cjk(text[i]):
+            i += 1
+        if i - run_start == 1:
+            tokens.append(prefix + text[run_start:i])
+        else:
+            for k in range(run_start, i - 1):
+                tokens.append(prefix + text[k : k + 2])
+        piece_start = i
+    _words(text, piece_start, length, max_chars, prefix, tokens)
+
+
+cdef void _text_tokens(str text, int max_chars, str prefix, list tokens) except *:
+    """words.text_tokens: URL tokens, `email:domain`, then words."""
+    cdef list urls
+    if "://" in text or "www." in text:
+        urls = _URL.findall(text)
+        if urls:
+            text = _URL.sub(" ", text)
+            for url in urls:
+                for token in url_tokens(url, max_chars):
+                    tokens.append(prefix + token)
+    if "@" in text:
+        for domain in email_domains(text):
+            tokens.append(f"{prefix}email:{domain[:max_chars]}")
+    _word_tokens(text, max_chars, prefix, tokens)
+
+
+def word_tokens(str text, int max_token_chars) -> list:
+    """Return the words and CJK bigrams of already normalised text, in order."""
+    cdef list tokens = []
+    _word_tokens(text, max_token_chars, "", tokens)
+    return tokens
+
+
+def text_tokens(str text, int max_token_chars) -> list:
+    """Return the tokens of a normalised text: URL tokens, `email:domain`, then words."""
+    cdef list tokens = []
+    _text_tokens(text, max_token_chars, "", tokens)
+    return tokens
+
+
+def header_tokens(headers, limits) -> list:
+    """headers.header_tokens: header tokens, each prefixed by its lower-case header name."""
+    cdef int max_chars = limits.max_token_chars
+    cdef set seen_names = set()
+    cdef list tokens = []
+    cdef str name, value, normalized, display
+    for name, value in headers:
+        if name.startswith(OWN_HEADER_PREFIX):
+            continue
+        if name not in seen_names and len(name) <= max_chars:
+            seen_names.add(name)
+            tokens.append("header:" + name)
+        if name in _ADDRESS_HEADERS:
+            normalized = normalize_text(value)
+            for domain in _DOMAIN.findall(normalized):
+                tokens.append(f"{name}:{domain[:max_chars]}")
+            if name == "from":
+                display = " ".join(
+                    [p for p in normalized.partition("<")[0].split() if "@" not in p]
+                )
+                _word_tokens(display, max_chars, "from:word:", tokens)
+        elif (
+            not name.startswith(_DENIED_WORD_HEADER_PREFIXES)
+            and name not in _DENIED_WORD_HEADERS
+            and len(name) <= max_chars
+        ):
+            _text_tokens(normalize_text(value), max_chars, name + ":", tokens)
+    return tokens
+
+
+cdef inline bint _field_name_character(Py_UCS4 c) noexcept:
+    # [!-9;-~]: printable ASCII but the colon.
+    return 0x21 <= c <= 0x7E and c != 0x3A
+
+
+cdef Py_ssize_t _field_name_end(str text, Py_ssize_t start, Py_ssize_t end):
+    """Where headers._FIELD_NAME's group ends in text[start:end] (-1: no match).
+
+    `[!-9;-~]{1,200}[ \\t]*:`: a name character is neither blank nor colon, so the name
+    is the whole run of them; longer than 200 it cannot be followed by blanks or a colon.
+    """
+    cdef Py_ssize_t i = start
+    while i < end and _field_name_character(text[i]):
+        i += 1
+    if i == start or i - start > 200:
+        return -1
+    return i
+
+
+cdef Py_ssize_t _after_colon(str text, Py_ssize_t i, Py_ssize_t end):
+    """Skip `[ \\t]*` from i and return the index after the colon there (-1: none)."""
+    cdef Py_UCS4 c
+    while i < end:
+        c = text[i]
+        if c == 0x3A:
+            return i + 1
+        if c != 0x20 and c != 0x09:
+            return -1
+        i += 1
+    return -1
+
+
+cdef bint _first_field_name(str text):
+    """headers._FIRST_FIELD_NAME.match(text): `[A-Za-z][A-Za-z0-9_.-]{0,199}[ \\t]*:`."""
+    cdef Py_ssize_t length = len(text)
+    cdef Py_ssize_t i = 1
+    cdef Py_UCS4 c
+    if length == 0:
+        return False
+    c = text[0]
+    if not ((65 <= c <= 90) or (97 <= c <= 122)):
+        return False
+    while i < length:
+        c = text[i]
+        if _ascii_alnum(c) or c == 0x5F or c == 0x2E or c == 0x2D:
+            i += 1
+        else:
+            break
+    if i > 200:
+        return False
+    return _after_colon(text, i, length) >= 0
+
+
+def split_header_block(str text, limits):
+    """headers.split_header_block: header fields (unfolded, capped) and the body after them."""
+    if not _first_field_name(text):
+        return HeaderBlock(fields=[], body=text)
+    cdef Py_ssize_t end = text.find("\n\n")
+    cdef str block, body
+    if end < 0:
+        block, body = text, ""
+    else:
+        block, body = text[:end], text[end + 2 :]
+    cdef set found = set()
+    cdef list fields = []
+    cdef str name = ""
+    cdef list pieces = []
+    cdef Py_ssize_t size = 0
+    cdef Py_ssize_t max_value = limits.max_header_value_bytes
+    cdef Py_ssize_t max_fields = limits.max_header_fields
+    cdef Py_ssize_t block_length = len(block)
+    cdef Py_ssize_t position = 0
+    cdef Py_ssize_t line_end, name_end, value_start
+    cdef Py_UCS4 first
+    cdef str line, rest
+    while True:
+        line_end = block.find("\n", position)
+        if line_end < 0:
+            line_end = block_length
+        first = block[position] if position < line_end else 0
+        if first == 0x20 or first == 0x09:
+            if name and size < max_value:
+                line = block[position:line_end]
+                pieces.append(line)
+                size += line_end - position
+            elif name:
+                found.add(defects.TRUNCATED)
+        else:
+            name_end = _field_name_end(block, position, line_end)
+            value_start = _after_colon(block, name_end, line_end) if name_end >= 0 else -1
+            if value_start < 0:
+                found.add(defects.HEADER_PARSE_ERROR)
+                rest = block[position:]
+                body = rest + "\n\n" + body if end >= 0 else rest
+                break
+            if name:
+                fields.append(_finish_field(name, pieces, max_value, found))
+            if len(fields) >= max_fields:
+                found.add(defects.TRUNCATED)
+                name = ""
+                break
+            name = block[position:name_end].lower()
+            line = block[value_start:line_end].lstrip(" \t")
+            pieces = [line]
+            size = len(line)
+        if line_end >= block_length:
+            break
+        position = line_end + 1
+    if name:
+        fields.append(_finish_field(name, pieces, max_value, found))
+    return HeaderBlock(fields=fields, body=body, defects=found)
+
+
+cdef tuple _finish_field(str name, list pieces, Py_ssize_t max_value, set found):
+    cdef str value = "".join(pieces)
+    if len(value) > max_value:
+        found.add(defects.TRUNCATED)
+        value = value[:max_value]
+    return name, value.strip()
