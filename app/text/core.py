@@ -54,7 +54,7 @@ COMPILED = _compiled()  # None where the extension was not built
 _active = COMPILED or PYTHON
 
 
-class CoreUnavailable(RuntimeError):
+class CoreUnavailable(ValueError):
     """`compiled` was asked for and the extension is not built."""
 
 
@@ -65,8 +65,8 @@ def resolve(choice: CoreChoice) -> TokenCore:
     if COMPILED is None:
         if choice == "compiled":
             raise CoreUnavailable(
-                "SPAMSIFT_TOKENIZER=compiled but the compiled token core (app.text._core) is "
-                "not built: install spamsift where a C compiler is present, or use auto"
+                "the compiled token core (app.text._core) is not built: install spamsift where "
+                "a C compiler is present, or use auto"
             )
         return PYTHON
     return COMPILED
