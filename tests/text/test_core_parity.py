@@ -1,0 +1,151 @@
+"""The compiled token core gives exactly the tokens of the pure-Python reference.
+
+Every message of every shared corpus, and Hypothesis over arbitrary bytes and text, both
+through the public entry points (token multiset and defects) and function by function.
+Skipped where the extension is not built (the Python path then is the only one).
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.text import TokenizedMessage, TokenizerLimits, core, text_only, tokenize_raw, tokenize_text
+from app.text import headers as python_headers
+from app.text import words as python_words
+from tests.text.conftest import raw_bytes, read_corpus
+from tests.text.test_properties import mail_like
+
+if core.COMPILED is None:
+    pytest.skip("the compiled token core (app.text._core) is not built", allow_module_level=True)
+COMPILED = core.COMPILED
+LIMITS = TokenizerLimits()
+
+
+def both_ways(function: Callable[[], Any]) -> tuple[Any, Any]:
+    """Return function() with the Python core, then with the compiled one."""
+    before = core.active()
+    try:
+        core.use_core("python")
+        reference = function()
+        core.use_core("compiled")
+        compiled = function()
+    finally:
+        core.use_core(before.name)
+    return reference, compiled
+
+
+def assert_same(reference: TokenizedMessage, compiled: TokenizedMessage, what: str) -> None:
+    assert compiled.token_counts == reference.token_counts, what
+    # Same emission order too: the first max_distinct_tokens kept depend on it.
+    assert list(compiled.token_counts) == list(reference.token_counts), what
+    assert compiled.defects == reference.defects, what
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("name", ["spamassassin", "trec06c-subset", "csdmc2010"])
+def test_every_mail_of_the_corpus_gives_the_same_tokens_both_ways(name):
+    messages = 0
+    for record in read_corpus(name):
+        raw = raw_bytes(record)
+        reference, compiled = both_ways(lambda raw=raw: tokenize_raw(raw))
+        assert_same(reference, compiled, record["id"])
+        messages += 1
+    assert messages > 1900
+
+
+@pytest.mark.corpus
+def test_every_sms_and_text_only_mail_gives_the_same_tokens_both_ways():
+    for record in read_corpus("sms-spam-collection"):
+        text = record["text"]
+        reference, compiled = both_ways(lambda text=text: tokenize_text(text))
+        assert_same(reference, compiled, record["id"])
+    # The text-only view of mail (`evaluate --text-only`): every line a body text.
+    for index, record in enumerate(read_corpus("trec06c-subset")):
+        if index % 10:
+            continue  # the raw test above already reads every message; a tenth here
+        text = text_only(raw_bytes(record))
+        reference, compiled = both_ways(lambda text=text: tokenize_text(text))
+        assert_same(reference, compiled, record["id"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=2000))
+def test_arbitrary_bytes_give_the_same_tokens_both_ways(raw):
+    reference, compiled = both_ways(lambda: tokenize_raw(raw))
+    assert_same(reference, compiled, repr(raw))
+
+
+@settings(max_examples=300, deadline=None)
+@given(mail_like)
+def test_mail_like_bytes_give_the_same_tokens_both_ways(raw):
+    reference, compiled = both_ways(lambda: tokenize_raw(raw))
+    assert_same(reference, compiled, repr(raw))
+
+
+# Text from the alphabets the word cutter treats differently: ASCII letters and digits,
+# currency signs, Latin letters, other Unicode digits, CJK, Hangul, kana, line breaks,
+# colons and blanks of header lines, URL and address characters, anything else.
+interesting_characters = st.sampled_from(
+    [
+        *"aZ09 \t\n:.-_$\u00a3\u20ac\u00a5@/=?<>",
+        *["http://", "www.", "\u0663", "\u00e9", "\u00b2", "\u2160"],
+        *["\u4e2d", "\u6587", "\uac00", "\u3042", "\u1100", "\U00020000"],
+    ]
+)
+texts = st.one_of(
+    st.text(max_size=300),
+    st.lists(st.one_of(interesting_characters, st.text(max_size=3)), max_size=80).map("".join),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(texts, st.integers(min_value=1, max_value=46))
+def test_word_and_text_tokens_are_the_same_both_ways(text, max_token_chars):
+    assert COMPILED.word_tokens(text, max_token_chars) == python_words.word_tokens(
+        text, max_token_chars
+    )
+    assert COMPILED.text_tokens(text, max_token_chars) == python_words.text_tokens(
+        text, max_token_chars
+    )
+
+
+header_names = st.one_of(
+    st.sampled_from(["subject", "from", "to", "received", "x-mailer", "list-id", "digits"]),
+    st.text(alphabet="abcxyz-:", min_size=1, max_size=50),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(header_names, texts), max_size=8),
+    st.integers(min_value=1, max_value=46),
+)
+def test_header_tokens_are_the_same_both_ways(fields, max_token_chars):
+    limits = TokenizerLimits(max_token_chars=max_token_chars)
+    assert COMPILED.header_tokens(fields, limits) == python_headers.header_tokens(fields, limits)
+
+
+header_lines = st.lists(
+    st.one_of(
+        st.sampled_from(["Subject: x", " folded", "\tfolded", "X-A:", "a b: c", ": no name"]),
+        st.sampled_from(["From :a", "n" * 200 + ": long", "n" * 201 + ": too long", ""]),
+        texts,
+    ),
+    max_size=12,
+).map("\n".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    header_lines,
+    st.integers(min_value=1, max_value=40),
+    st.integers(min_value=1, max_value=6),
+)
+def test_header_blocks_split_the_same_both_ways(text, max_value, max_fields):
+    limits = TokenizerLimits(max_header_value_bytes=max_value, max_header_fields=max_fields)
+    assert COMPILED.split_header_block(text, limits) == python_headers.split_header_block(
+        text, limits
+    )
