@@ -5,6 +5,7 @@ through the public entry points (token multiset and defects) and function by fun
 Skipped where the extension is not built (the Python path then is the only one).
 """
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,8 +16,10 @@ from hypothesis import strategies as st
 from app.text import TokenizedMessage, TokenizerLimits, core, text_only, tokenize_raw, tokenize_text
 from app.text import headers as python_headers
 from app.text import words as python_words
+from tests.bad_inputs import BadInput, catalogue
 from tests.text.conftest import raw_bytes, read_corpus
 from tests.text.test_properties import mail_like
+from tests.text.test_robustness import MAX_SECONDS
 
 if core.COMPILED is None:
     pytest.skip("the compiled token core (app.text._core) is not built", allow_module_level=True)
@@ -149,3 +152,22 @@ def test_header_blocks_split_the_same_both_ways(text, max_value, max_fields):
     assert COMPILED.split_header_block(text, limits) == python_headers.split_header_block(
         text, limits
     )
+
+
+CATALOGUE = catalogue()
+
+
+@pytest.mark.parametrize("bad", CATALOGUE, ids=[bad.id for bad in CATALOGUE])
+def test_every_bad_input_gives_the_same_tokens_both_ways_in_bounded_time(bad: BadInput):
+    """The API's bad-input catalogue (tests/bad_inputs.py), at the tokenizer: same tokens, and
+    the compiled core keeps the time bound of tests/text/test_robustness.py (CPU seconds)."""
+    raw = bad.build()
+
+    def tokenize_timed() -> tuple[TokenizedMessage, float]:
+        start = time.thread_time()
+        result = tokenize_raw(raw)
+        return result, time.thread_time() - start
+
+    (reference, _), (compiled, compiled_seconds) = both_ways(tokenize_timed)
+    assert_same(reference, compiled, bad.id)
+    assert compiled_seconds < MAX_SECONDS
