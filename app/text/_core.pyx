@@ -19,7 +19,8 @@ from app.text.headers import (
     OWN_HEADER_PREFIX,
     HeaderBlock,
 )
-from app.text.words import _URL, email_domains, normalize_text, skip_token, url_tokens
+from app.text.words import _INVISIBLE, _URL, skip_token, url_tokens
+from app.text.words import normalize_text as _normalize_non_ascii
 
 
 cdef inline bint _ascii_alnum(Py_UCS4 c) noexcept:
@@ -126,6 +127,79 @@ cdef void _word_tokens(str text, int max_chars, str prefix, list tokens) except 
     _words(text, piece_start, length, max_chars, prefix, tokens)
 
 
+cdef inline bint _domain_character(Py_UCS4 c) noexcept:
+    # [a-z0-9-]
+    return (97 <= c <= 122) or (48 <= c <= 57) or c == 0x2D
+
+
+cdef Py_ssize_t _label_end(str text, Py_ssize_t i, Py_ssize_t length):
+    """End of `[a-z0-9-]{1,63}` from i (greedy): i if none."""
+    cdef Py_ssize_t limit = min(i + 63, length)
+    while i < limit and _domain_character(text[i]):
+        i += 1
+    return i
+
+
+cdef list _email_domains(str text):
+    """words.email_domains: `@([a-z0-9][a-z0-9-]{0,62}(?:\.[a-z0-9-]{1,63}){1,8})` after an
+    address character ([\w.+-]), scanned as finditer does: a match, used or not, is skipped.
+    """
+    cdef list domains = []
+    cdef Py_ssize_t length = len(text)
+    cdef Py_ssize_t at = text.find("@")
+    cdef Py_ssize_t first_end, end, labels, label_end
+    cdef Py_UCS4 c, before
+    while 0 <= at < length:
+        if at + 1 < length:
+            c = text[at + 1]
+        else:
+            break
+        # The first label starts with [a-z0-9] and runs to 63 characters; a longer run
+        # cannot be followed by the dot the pattern needs, so it does not match.
+        if not ((97 <= c <= 122) or (48 <= c <= 57)):
+            at = text.find("@", at + 1)
+            continue
+        first_end = _label_end(text, at + 1, length)
+        end = first_end
+        labels = 0
+        while labels < 8 and end + 1 < length and text[end] == "." and _domain_character(
+            text[end + 1]
+        ):
+            label_end = _label_end(text, end + 1, length)
+            end = label_end
+            labels += 1
+        if labels == 0:
+            at = text.find("@", at + 1)
+            continue
+        if at > 0:
+            before = text[at - 1]
+            if _alnum(before) or before == 0x5F or before == 0x2E or before == 0x2B or (
+                before == 0x2D
+            ):
+                domains.append(text[at + 1 : end])
+        at = text.find("@", end)
+    return domains
+
+
+cdef str _normalize_text(str text):
+    """words.normalize_text, its ASCII case without a Python call."""
+    if not text.isascii():
+        return _normalize_non_ascii(text)
+    if "\x00" in text or "\x1b" in text:
+        text = _INVISIBLE.sub("", text)
+    return text.casefold()
+
+
+def normalize_text(str text) -> str:
+    """Return `text` NFKC-normalised, case-folded, without invisible characters."""
+    return _normalize_text(text)
+
+
+def email_domains(str text) -> list:
+    """Return the domains of the e-mail addresses in `text`, in order."""
+    return _email_domains(text)
+
+
 cdef void _text_tokens(str text, int max_chars, str prefix, list tokens) except *:
     """words.text_tokens: URL tokens, `email:domain`, then words."""
     cdef list urls
@@ -137,7 +211,7 @@ cdef void _text_tokens(str text, int max_chars, str prefix, list tokens) except 
                 for token in url_tokens(url, max_chars):
                     tokens.append(prefix + token)
     if "@" in text:
-        for domain in email_domains(text):
+        for domain in _email_domains(text):
             tokens.append(f"{prefix}email:{domain[:max_chars]}")
     _word_tokens(text, max_chars, prefix, tokens)
 
@@ -169,7 +243,7 @@ def header_tokens(headers, limits) -> list:
             seen_names.add(name)
             tokens.append("header:" + name)
         if name in _ADDRESS_HEADERS:
-            normalized = normalize_text(value)
+            normalized = _normalize_text(value)
             for domain in _DOMAIN.findall(normalized):
                 tokens.append(f"{name}:{domain[:max_chars]}")
             if name == "from":
@@ -182,7 +256,7 @@ def header_tokens(headers, limits) -> list:
             and name not in _DENIED_WORD_HEADERS
             and len(name) <= max_chars
         ):
-            _text_tokens(normalize_text(value), max_chars, name + ":", tokens)
+            _text_tokens(_normalize_text(value), max_chars, name + ":", tokens)
     return tokens
 
 

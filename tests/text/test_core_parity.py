@@ -94,7 +94,8 @@ def test_mail_like_bytes_give_the_same_tokens_both_ways(raw):
 interesting_characters = st.sampled_from(
     [
         *"aZ09 \t\n:.-_$\u00a3\u20ac\u00a5@/=?<>",
-        *["http://", "www.", "\u0663", "\u00e9", "\u00b2", "\u2160"],
+        *["http://", "www.", "\u0663", "\u00e9", "\u00b2", "\u2160", "\x00", "\x1b", "A"],
+        *["@a.b", "@x", ".c", "a" * 70, "-", "+", "\u00c9"],
         *["\u4e2d", "\u6587", "\uac00", "\u3042", "\u1100", "\U00020000"],
     ]
 )
@@ -171,3 +172,14 @@ def test_every_bad_input_gives_the_same_tokens_both_ways_in_bounded_time(bad: Ba
     (reference, _), (compiled, compiled_seconds) = both_ways(tokenize_timed)
     assert_same(reference, compiled, bad.id)
     assert compiled_seconds < MAX_SECONDS
+
+
+@settings(max_examples=500, deadline=None)
+@given(texts)
+def test_email_domains_and_normalisation_are_the_same_both_ways(text):
+    from app.text import _core  # type: ignore[attr-defined]
+
+    normalized = python_words.normalize_text(text)
+    assert _core.normalize_text(text) == normalized
+    assert _core.email_domains(normalized) == python_words.email_domains(normalized)
+    assert _core.email_domains(text) == python_words.email_domains(text)
