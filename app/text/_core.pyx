@@ -18,6 +18,7 @@ from app.text.headers import (
     _DOMAIN,
     OWN_HEADER_PREFIX,
     HeaderBlock,
+    decode_header_value,
 )
 from app.text.words import _INVISIBLE, _URL, skip_token, url_tokens
 from app.text.words import normalize_text as _normalize_non_ascii
@@ -379,3 +380,34 @@ cdef tuple _finish_field(str name, list pieces, Py_ssize_t max_value, set found)
         found.add(defects.TRUNCATED)
         value = value[:max_value]
     return name, value.strip()
+
+
+def decode_header_values(fields, charset, set found) -> list:
+    """headers.decode_header_values: an ASCII value without "=?" is kept as it is."""
+    cdef list decoded = []
+    cdef str name, value
+    for name, value in fields:
+        if value.isascii() and "=?" not in value:
+            decoded.append((name, value))
+        else:
+            decoded.append((name, decode_header_value(value, charset, found)))
+    return decoded
+
+
+def content_fields(fields) -> tuple:
+    """headers.content_fields: first Content-Type and -Disposition, last -Transfer-Encoding."""
+    cdef object content_type = None
+    cdef object disposition = None
+    cdef str transfer_encoding = "7bit"
+    cdef str name, value
+    for name, value in fields:
+        if name.startswith("content-"):
+            if name == "content-type":
+                if content_type is None:
+                    content_type = value
+            elif name == "content-disposition":
+                if disposition is None:
+                    disposition = value
+            elif name == "content-transfer-encoding":
+                transfer_encoding = value.strip().lower()
+    return content_type, disposition, transfer_encoding

@@ -25,6 +25,10 @@ class TokenCore:
     header_tokens: Callable[[Sequence[tuple[str, str]], TokenizerLimits], list[str]]
     text_tokens: Callable[[str, int], list[str]]
     word_tokens: Callable[[str, int], list[str]]
+    decode_header_values: Callable[
+        [Sequence[tuple[str, str]], str | None, set[str]], list[tuple[str, str]]
+    ]
+    content_fields: Callable[[Sequence[tuple[str, str]]], tuple[str | None, str | None, str]]
 
 
 PYTHON = TokenCore(
@@ -33,6 +37,8 @@ PYTHON = TokenCore(
     header_tokens=headers.header_tokens,
     text_tokens=words.text_tokens,
     word_tokens=words.word_tokens,
+    decode_header_values=headers.decode_header_values,
+    content_fields=headers.content_fields,
 )
 
 
@@ -47,6 +53,8 @@ def _compiled() -> TokenCore | None:
         header_tokens=_core.header_tokens,
         text_tokens=_core.text_tokens,
         word_tokens=_core.word_tokens,
+        decode_header_values=_core.decode_header_values,
+        content_fields=_core.content_fields,
     )
 
 

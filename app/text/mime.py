@@ -17,7 +17,6 @@ from functools import lru_cache
 
 from app.text import core, defects
 from app.text.charsets import decode_bytes, decode_str, lookup_codec
-from app.text.headers import decode_header_value
 from app.text.html import html_to_text
 from app.text.limits import TokenizerLimits
 
@@ -103,10 +102,7 @@ def parse_message(raw: str | bytes, *, limits: TokenizerLimits) -> ParsedMessage
     if not block.fields:
         message.defects.add(defects.NO_HEADERS)
     top = _content_info(block.fields, "text/plain", message.defects)
-    message.headers = [
-        (name, decode_header_value(value, top.charset, message.defects))
-        for name, value in block.fields
-    ]
+    message.headers = core.active().decode_header_values(block.fields, top.charset, message.defects)
     _walk(_Part(block.fields, block.body, 0, "text/plain"), message, limits)
     return message
 
@@ -231,16 +227,7 @@ def _content_info(
     fields: list[tuple[str, str]], default_type: str, found: set[str]
 ) -> _ContentInfo:
     """Read Content-Type, -Transfer-Encoding and -Disposition of one part."""
-    content_type: str | None = None
-    disposition: str | None = None
-    transfer_encoding = "7bit"
-    for name, value in fields:
-        if name == "content-type":
-            content_type = value if content_type is None else content_type
-        elif name == "content-disposition":
-            disposition = value if disposition is None else disposition
-        elif name == "content-transfer-encoding":
-            transfer_encoding = value.strip().lower()
+    content_type, disposition, transfer_encoding = core.active().content_fields(fields)
     if len(content_type or "") + len(disposition or "") <= _CACHED_VALUE_CHARS:
         parameters = _cached_parameters(content_type, disposition, default_type)
     else:

@@ -183,3 +183,26 @@ def test_email_domains_and_normalisation_are_the_same_both_ways(text):
     assert _core.normalize_text(text) == normalized
     assert _core.email_domains(normalized) == python_words.email_domains(normalized)
     assert _core.email_domains(text) == python_words.email_domains(text)
+
+
+field_lists = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["content-type", "content-disposition", "content-transfer-encoding", "subject", "x"]
+        ),
+        st.one_of(texts, st.sampled_from([" Base64 ", "=?utf-8?q?=C3=A9?=", "caf\u00e9", "=?"])),
+    ),
+    max_size=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(field_lists, st.sampled_from([None, "utf-8", "gb2312", "x-bogus"]))
+def test_header_values_and_content_fields_are_the_same_both_ways(fields, charset):
+    found_python: set[str] = set()
+    found_compiled: set[str] = set()
+    assert COMPILED.decode_header_values(
+        fields, charset, found_compiled
+    ) == python_headers.decode_header_values(fields, charset, found_python)
+    assert found_compiled == found_python
+    assert COMPILED.content_fields(fields) == python_headers.content_fields(fields)
