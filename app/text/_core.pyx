@@ -10,6 +10,11 @@ The rare paths (URLs, e-mail domains, over-long words, RFC 2047) call the Python
 so there is one definition of each of them.
 """
 
+from cpython.object cimport PyObject
+from cpython.unicode cimport PyUnicode_1BYTE_DATA, PyUnicode_1BYTE_KIND, PyUnicode_KIND
+from libc.stdint cimport uint8_t, uint64_t
+from libc.string cimport memcmp
+
 from app.text import defects
 from app.text.headers import (
     _ADDRESS_HEADERS,
@@ -57,8 +62,66 @@ cdef inline bint _cjk(Py_UCS4 c) noexcept:
     )
 
 
+# One str per distinct body word of a text, not per occurrence: a word seen before in the
+# same text (same characters) is appended as the same object, found by its FNV-1a hash in
+# this small open-addressing table. Saves making the string and, in the Counter after,
+# hashing it again (a str caches its hash). A slot is valid only in the generation (one
+# body text) that filled it; its reference is borrowed from the token list being built, which
+# holds every token of that text until the text is done. Each call takes a new generation
+# and compares with its own, never the global one: another thread may take the next while
+# this one waits for the GIL in a Python call, and its slots then read as empty here.
+cdef enum:
+    _SLOTS = 4096  # a power of two
+    _PROBES = 4
+
+
+cdef struct _Slot:
+    uint64_t hash
+    PyObject *token
+    Py_ssize_t generation
+
+
+cdef _Slot _slots[_SLOTS]
+cdef Py_ssize_t _generation = 0
+
+
+cdef object _one_byte_word(
+    const uint8_t *data, str text, Py_ssize_t start, Py_ssize_t end, Py_ssize_t generation
+):
+    """text[start:end] of a one-byte-kind text, the object made before where there was one."""
+    cdef uint64_t hash = 14695981039346656037ULL
+    cdef Py_ssize_t i, probe, length = end - start
+    cdef Py_ssize_t index
+    cdef _Slot *slot
+    cdef str word
+    for i in range(start, end):
+        hash = (hash ^ data[i]) * 1099511628211ULL
+    index = <Py_ssize_t>(hash & (_SLOTS - 1))
+    for probe in range(_PROBES):
+        slot = &_slots[(index + probe) & (_SLOTS - 1)]
+        if slot.generation != generation:
+            word = text[start:end]
+            slot.hash = hash
+            slot.token = <PyObject *>word
+            slot.generation = generation
+            return word
+        if (
+            slot.hash == hash
+            and len(<str>slot.token) == length
+            and memcmp(<const void *>PyUnicode_1BYTE_DATA(<str>slot.token), data + start, length) == 0
+        ):
+            return <str>slot.token
+    return text[start:end]  # the probed slots hold other words: make this one
+
+
 cdef void _words(
-    str text, Py_ssize_t start, Py_ssize_t end, int max_chars, str prefix, list tokens
+    str text,
+    Py_ssize_t start,
+    Py_ssize_t end,
+    int max_chars,
+    str prefix,
+    list tokens,
+    Py_ssize_t generation,
 ) except *:
     """words._words of text[start:end], each token prefixed, appended to `tokens`.
 
@@ -72,6 +135,8 @@ cdef void _words(
     cdef bint digits_only
     cdef list numbers = None
     cdef str word
+    cdef bint shared = not prefix and PyUnicode_KIND(text) == PyUnicode_1BYTE_KIND
+    cdef const uint8_t *data = <const uint8_t *>PyUnicode_1BYTE_DATA(text) if shared else NULL
     while i < end:
         c = text[i]
         if not _alnum(c):
@@ -89,10 +154,12 @@ cdef void _words(
                 i += 1
             else:
                 break
-        word = text[word_start:i]
         if i - word_start > max_chars:
-            word = skip_token(word)
-        tokens.append(prefix + word if prefix else word)
+            tokens.append(prefix + skip_token(text[word_start:i]))
+        elif shared:
+            tokens.append(_one_byte_word(data, text, word_start, i, generation))
+        else:
+            tokens.append(prefix + text[word_start:i] if prefix else text[word_start:i])
         if digits_only and i - run_start >= 4:
             if numbers is None:
                 numbers = []
@@ -104,18 +171,21 @@ cdef void _words(
 
 cdef void _word_tokens(str text, int max_chars, str prefix, list tokens) except *:
     """words.word_tokens: words, and overlapping bigrams of CJK runs, in order."""
+    global _generation
+    _generation += 1  # the words of earlier texts may be gone: forget them
+    cdef Py_ssize_t generation = _generation
     cdef Py_ssize_t length = len(text)
     cdef Py_ssize_t i = 0
     cdef Py_ssize_t piece_start = 0
     cdef Py_ssize_t run_start, k
     if text.isascii():
-        _words(text, 0, length, max_chars, prefix, tokens)
+        _words(text, 0, length, max_chars, prefix, tokens, generation)
         return
     while i < length:
         if not _cjk(text[i]):
             i += 1
             continue
-        _words(text, piece_start, i, max_chars, prefix, tokens)
+        _words(text, piece_start, i, max_chars, prefix, tokens, generation)
         run_start = i
         while i < length and _cjk(text[i]):
             i += 1
@@ -125,7 +195,7 @@ cdef void _word_tokens(str text, int max_chars, str prefix, list tokens) except 
             for k in range(run_start, i - 1):
                 tokens.append(prefix + text[k : k + 2])
         piece_start = i
-    _words(text, piece_start, length, max_chars, prefix, tokens)
+    _words(text, piece_start, length, max_chars, prefix, tokens, generation)
 
 
 cdef inline bint _domain_character(Py_UCS4 c) noexcept:

@@ -206,3 +206,27 @@ def test_header_values_and_content_fields_are_the_same_both_ways(fields, charset
     ) == python_headers.decode_header_values(fields, charset, found_python)
     assert found_compiled == found_python
     assert COMPILED.content_fields(fields) == python_headers.content_fields(fields)
+
+
+@pytest.mark.corpus
+def test_threads_tokenizing_at_once_get_the_tokens_of_one_thread():
+    """The compiled core shares one table of recent words between calls (each call its own
+    generation); threads switching in its Python calls must never see another's words."""
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+    from itertools import islice
+
+    raws = [raw_bytes(record) for record in islice(read_corpus("spamassassin"), 400)]
+    # Over-long words and URLs call back into Python in the middle of a text.
+    raws += [b"Subject: x\n\n" + b"word " * 50 + b"y" * 60 + b" http://a.example/p word" * 9] * 50
+    expected, _ = both_ways(lambda: [tokenize_raw(raw) for raw in raws])
+    before, interval = core.active(), sys.getswitchinterval()
+    core.use_core("compiled")
+    sys.setswitchinterval(1e-6)  # threads take turns as often as the interpreter lets them
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            for _ in range(3):
+                assert list(pool.map(tokenize_raw, raws)) == expected
+    finally:
+        sys.setswitchinterval(interval)
+        core.use_core(before.name)
