@@ -62,14 +62,15 @@ cdef inline bint _cjk(Py_UCS4 c) noexcept:
     )
 
 
-# One str per distinct body word of a text, not per occurrence: a word seen before in the
-# same text (same characters) is appended as the same object, found by its FNV-1a hash in
-# this small open-addressing table. Saves making the string and, in the Counter after,
-# hashing it again (a str caches its hash). A slot is valid only in the generation (one
-# body text) that filled it; its reference is borrowed from the token list being built, which
-# holds every token of that text until the text is done. Each call takes a new generation
-# and compares with its own, never the global one: another thread may take the next while
-# this one waits for the GIL in a Python call, and its slots then read as empty here.
+# One str per distinct token, not per occurrence: a (prefix, word) seen before in the same
+# call (a body text, or a message's headers) is appended as the same object, found by its
+# FNV-1a hash in this small open-addressing table. Saves making the string and, in the
+# Counter after, hashing it again (a str caches its hash). A slot is valid only in the
+# generation (one public call) that filled it; its reference is borrowed from the token list
+# that call is building, which holds every token it made until it returns. Each call takes a
+# new generation and compares with its own, never the global one: another thread may take
+# the next while this one waits for the GIL in a Python call, and its slots then read as
+# empty here.
 cdef enum:
     _SLOTS = 4096  # a power of two
     _PROBES = 4
@@ -85,33 +86,51 @@ cdef _Slot _slots[_SLOTS]
 cdef Py_ssize_t _generation = 0
 
 
+cdef inline Py_ssize_t _new_generation() noexcept:
+    global _generation
+    _generation += 1
+    return _generation
+
+
 cdef object _one_byte_word(
-    const uint8_t *data, str text, Py_ssize_t start, Py_ssize_t end, Py_ssize_t generation
+    const uint8_t *data,
+    str text,
+    Py_ssize_t start,
+    Py_ssize_t end,
+    str prefix,
+    Py_ssize_t generation,
 ):
-    """text[start:end] of a one-byte-kind text, the object made before where there was one."""
+    """prefix + text[start:end], both of one-byte kind, the object made before if any."""
     cdef uint64_t hash = 14695981039346656037ULL
     cdef Py_ssize_t i, probe, length = end - start
+    cdef Py_ssize_t prefix_length = len(prefix)
+    cdef const uint8_t *prefix_data = <const uint8_t *>PyUnicode_1BYTE_DATA(prefix)
+    cdef const uint8_t *token_data
     cdef Py_ssize_t index
     cdef _Slot *slot
     cdef str word
+    for i in range(prefix_length):
+        hash = (hash ^ prefix_data[i]) * 1099511628211ULL
     for i in range(start, end):
         hash = (hash ^ data[i]) * 1099511628211ULL
     index = <Py_ssize_t>(hash & (_SLOTS - 1))
     for probe in range(_PROBES):
         slot = &_slots[(index + probe) & (_SLOTS - 1)]
         if slot.generation != generation:
-            word = text[start:end]
+            word = prefix + text[start:end] if prefix_length else text[start:end]
             slot.hash = hash
             slot.token = <PyObject *>word
             slot.generation = generation
             return word
-        if (
-            slot.hash == hash
-            and len(<str>slot.token) == length
-            and memcmp(<const void *>PyUnicode_1BYTE_DATA(<str>slot.token), data + start, length) == 0
-        ):
-            return <str>slot.token
-    return text[start:end]  # the probed slots hold other words: make this one
+        if slot.hash == hash and len(<str>slot.token) == prefix_length + length:
+            token_data = <const uint8_t *>PyUnicode_1BYTE_DATA(<str>slot.token)
+            if (
+                memcmp(token_data, prefix_data, prefix_length) == 0
+                and memcmp(token_data + prefix_length, data + start, length) == 0
+            ):
+                return <str>slot.token
+    # The probed slots hold other words: make this one.
+    return prefix + text[start:end] if prefix_length else text[start:end]
 
 
 cdef void _words(
@@ -135,7 +154,10 @@ cdef void _words(
     cdef bint digits_only
     cdef list numbers = None
     cdef str word
-    cdef bint shared = not prefix and PyUnicode_KIND(text) == PyUnicode_1BYTE_KIND
+    cdef bint shared = (
+        PyUnicode_KIND(text) == PyUnicode_1BYTE_KIND
+        and PyUnicode_KIND(prefix) == PyUnicode_1BYTE_KIND
+    )
     cdef const uint8_t *data = <const uint8_t *>PyUnicode_1BYTE_DATA(text) if shared else NULL
     while i < end:
         c = text[i]
@@ -157,7 +179,7 @@ cdef void _words(
         if i - word_start > max_chars:
             tokens.append(prefix + skip_token(text[word_start:i]))
         elif shared:
-            tokens.append(_one_byte_word(data, text, word_start, i, generation))
+            tokens.append(_one_byte_word(data, text, word_start, i, prefix, generation))
         else:
             tokens.append(prefix + text[word_start:i] if prefix else text[word_start:i])
         if digits_only and i - run_start >= 4:
@@ -169,11 +191,10 @@ cdef void _words(
             tokens.append(f"{prefix}digits:{length}")
 
 
-cdef void _word_tokens(str text, int max_chars, str prefix, list tokens) except *:
+cdef void _word_tokens(
+    str text, int max_chars, str prefix, list tokens, Py_ssize_t generation
+) except *:
     """words.word_tokens: words, and overlapping bigrams of CJK runs, in order."""
-    global _generation
-    _generation += 1  # the words of earlier texts may be gone: forget them
-    cdef Py_ssize_t generation = _generation
     cdef Py_ssize_t length = len(text)
     cdef Py_ssize_t i = 0
     cdef Py_ssize_t piece_start = 0
@@ -271,7 +292,9 @@ def email_domains(str text) -> list:
     return _email_domains(text)
 
 
-cdef void _text_tokens(str text, int max_chars, str prefix, list tokens) except *:
+cdef void _text_tokens(
+    str text, int max_chars, str prefix, list tokens, Py_ssize_t generation
+) except *:
     """words.text_tokens: URL tokens, `email:domain`, then words."""
     cdef list urls
     if "://" in text or "www." in text:
@@ -284,20 +307,20 @@ cdef void _text_tokens(str text, int max_chars, str prefix, list tokens) except 
     if "@" in text:
         for domain in _email_domains(text):
             tokens.append(f"{prefix}email:{domain[:max_chars]}")
-    _word_tokens(text, max_chars, prefix, tokens)
+    _word_tokens(text, max_chars, prefix, tokens, generation)
 
 
 def word_tokens(str text, int max_token_chars) -> list:
     """Return the words and CJK bigrams of already normalised text, in order."""
     cdef list tokens = []
-    _word_tokens(text, max_token_chars, "", tokens)
+    _word_tokens(text, max_token_chars, "", tokens, _new_generation())
     return tokens
 
 
 def text_tokens(str text, int max_token_chars) -> list:
     """Return the tokens of a normalised text: URL tokens, `email:domain`, then words."""
     cdef list tokens = []
-    _text_tokens(text, max_token_chars, "", tokens)
+    _text_tokens(text, max_token_chars, "", tokens, _new_generation())
     return tokens
 
 
@@ -306,6 +329,7 @@ def header_tokens(headers, limits) -> list:
     cdef int max_chars = limits.max_token_chars
     cdef set seen_names = set()
     cdef list tokens = []
+    cdef Py_ssize_t generation = _new_generation()  # one for the whole header block
     cdef str name, value, normalized, display
     for name, value in headers:
         if name.startswith(OWN_HEADER_PREFIX):
@@ -321,13 +345,13 @@ def header_tokens(headers, limits) -> list:
                 display = " ".join(
                     [p for p in normalized.partition("<")[0].split() if "@" not in p]
                 )
-                _word_tokens(display, max_chars, "from:word:", tokens)
+                _word_tokens(display, max_chars, "from:word:", tokens, generation)
         elif (
             not name.startswith(_DENIED_WORD_HEADER_PREFIXES)
             and name not in _DENIED_WORD_HEADERS
             and len(name) <= max_chars
         ):
-            _text_tokens(_normalize_text(value), max_chars, name + ":", tokens)
+            _text_tokens(_normalize_text(value), max_chars, name + ":", tokens, generation)
     return tokens
 
 
