@@ -10,6 +10,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from app.text.core import CoreChoice, resolve
+
 MIB = 1024 * 1024
 
 # The database drivers spamsift ships; "postgresql://" means psycopg 3 here (SQLAlchemy would
@@ -135,6 +137,19 @@ class Settings(BaseSettings):
         ge=1,
         description="classification records a process buffers while the database is down",
     )
+
+    # The compiled token core where it is built (auto), or the pure-Python reference forced
+    # (python); compiled refuses to start where the extension is not built.
+    tokenizer: CoreChoice = Field(
+        default="auto",
+        description="token core: auto (compiled where built), python, or compiled (required)",
+    )
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _built_core(cls, choice: CoreChoice) -> CoreChoice:
+        resolve(choice)  # compiled where the extension is not built: a bad setting
+        return choice
 
     @field_validator("database_url")
     @classmethod

@@ -16,13 +16,17 @@ from typing import Any
 
 from app.service.corpus import LabelledMessage
 from app.text import tokenize_raw, tokenize_text
+from app.text.core import COMPILED, CoreChoice, use_core
 from bench import data
-from bench.timing import rates, summary, time_interleaved, time_runs
+from bench.timing import rates, ratio, summary, time_interleaved, time_runs
 
 MIB = 1024 * 1024
+# The compiled token core first where it is built (the default), then the Python reference.
+TOKEN_CORES: list[CoreChoice] = ["compiled", "python"] if COMPILED is not None else ["python"]
 
 
-def tokenize_all(messages: list[LabelledMessage]) -> None:
+def tokenize_all(messages: list[LabelledMessage], token_core: CoreChoice = "auto") -> None:
+    use_core(token_core)
     for message in messages:
         if message.raw is not None:
             tokenize_raw(message.raw)
@@ -67,28 +71,38 @@ def run(quick: bool) -> dict[str, Any]:
             continue
         messages = data.load(name, limit=150 if quick else None)
         size = sum(data.size_bytes(m) for m in messages)
-        seconds, cpu = time_interleaved({name: partial(tokenize_all, messages)}, runs=runs)[name]
-        mb_per_s = summary([size / 1e6 / s for s in seconds], digits=2)
-        msgs_per_s = summary(rates(len(messages), seconds), digits=1)
-        results["corpora"][name] = {
-            "messages": len(messages),
-            "bytes": size,
-            "mb_per_s": mb_per_s,
-            "msgs_per_s": msgs_per_s,
-            "mb_per_cpu_s": summary([size / 1e6 / s for s in cpu], digits=2),
-            "msgs_per_cpu_s": summary(rates(len(messages), cpu), digits=1),
-        }
-        rows.append(
-            {
-                "corpus": name,
+        # Each token core in turn, run by run (the compiled one where it is built).
+        works = {core: partial(tokenize_all, messages, core) for core in TOKEN_CORES}
+        timed = time_interleaved(works, runs=runs)
+        use_core("auto")
+        for core, (seconds, cpu) in timed.items():
+            mb_per_s = summary([size / 1e6 / s for s in seconds], digits=2)
+            msgs_per_s = summary(rates(len(messages), seconds), digits=1)
+            key = name if core == TOKEN_CORES[0] else f"{name} ({core} core)"
+            results["corpora"][key] = {
                 "messages": len(messages),
-                "MB": round(size / 1e6, 2),
-                "MB/s": mb_per_s,
-                "msg/s": msgs_per_s,
-                "MB/CPU-s": results["corpora"][name]["mb_per_cpu_s"],
-                "msg/CPU-s": results["corpora"][name]["msgs_per_cpu_s"],
+                "bytes": size,
+                "token_core": core,
+                "mb_per_s": mb_per_s,
+                "msgs_per_s": msgs_per_s,
+                "mb_per_cpu_s": summary([size / 1e6 / s for s in cpu], digits=2),
+                "msgs_per_cpu_s": summary(rates(len(messages), cpu), digits=1),
             }
-        )
+            rows.append(
+                {
+                    "corpus": name,
+                    "core": core,
+                    "messages": len(messages),
+                    "MB": round(size / 1e6, 2),
+                    "MB/s": mb_per_s,
+                    "msg/s": msgs_per_s,
+                    "MB/CPU-s": results["corpora"][key]["mb_per_cpu_s"],
+                    "msg/CPU-s": results["corpora"][key]["msgs_per_cpu_s"],
+                }
+            )
+        if len(timed) == 2:
+            compiled, python = (summary([size / s for s in timed[c][0]]) for c in TOKEN_CORES)
+            results["corpora"][name]["compiled_over_python"] = ratio(compiled, python)
     sizes = [MIB // 16, MIB // 8, MIB // 4, MIB // 2] if quick else [MIB, 2 * MIB, 4 * MIB, 8 * MIB]
     linear_rows: list[dict[str, Any]] = []
     for kind, make in PATHOLOGICAL.items():

@@ -30,6 +30,7 @@ from app.service.runtime import Runtime
 from app.service.training import train_batch
 from app.store.engine import Database
 from app.store.migrate import upgrade_schema
+from app.text.core import COMPILED, CoreChoice
 from bench import data
 from bench.databases import fresh_database
 from bench.server import json_request, run_load, serve
@@ -155,6 +156,7 @@ def in_process_run(
     classify: dict[int, Timings],
     *,
     train_processes: int = 1,
+    token_core: CoreChoice = "auto",
 ) -> None:
     """Train the split into a fresh database, then classify the test split (warm model)."""
     items = [(Message(raw=m.raw, text=m.text, message_id=m.id), m.label) for m in split.train]
@@ -162,7 +164,7 @@ def in_process_run(
     with fresh_database(kind, folder, postgres_url) as url:
         db = Database(url)
         upgrade_schema(db)
-        runtime = Runtime(bench_settings(url), db)
+        runtime = Runtime(bench_settings(url, token_core), db)
         try:
             if train_processes > 1:  # warm: the pool started (it serves the whole process)
                 prepare_messages(runtime, [m for m, _ in items[:100]], "train", processes=2)
@@ -182,10 +184,11 @@ def in_process_run(
             runtime.close()
 
 
-def bench_settings(url: str) -> Settings:
+def bench_settings(url: str, token_core: CoreChoice = "auto") -> Settings:
     """Settings for in-process runs: every message tokenized in full (no time budget cuts)."""
     return Settings(  # type: ignore[call-arg]
         database_url=url,
+        tokenizer=token_core,
         classify_time_budget_seconds=600,
         train_time_budget_seconds=600,
         _env_file=None,
@@ -263,6 +266,8 @@ def run(quick: bool, postgres_url: str | None) -> dict[str, Any]:
         peer_timings = (Timings(), Timings())
         ours = {kind: (Timings(), {1: Timings(), 2: Timings()}) for kind in kinds}
         ours_parallel_train = {kind: Timings() for kind in kinds}
+        # The pure-Python token core forced, where the compiled one is the default.
+        ours_python = (Timings(), {1: Timings()}) if COMPILED is not None else None
         # Runs alternate between the systems, so that each sees the same machine load.
         for run in range(runs):
             if peer is not None:
@@ -279,6 +284,8 @@ def run(quick: bool, postgres_url: str | None) -> dict[str, Any]:
                     {},
                     train_processes=2,
                 )
+            if ours_python is not None:
+                in_process_run(split, folder, "sqlite", None, *ours_python, token_core="python")
         peer_train = peer_classify = None
         if peer is not None:
             peer_train = peer_timings[0].rates(n_train)
@@ -313,6 +320,23 @@ def run(quick: bool, postgres_url: str | None) -> dict[str, Any]:
                         peer_classify,
                     )
                 )
+        if ours_python is not None:
+            python_train = ours_python[0].rates(n_train)
+            python_classify = ours_python[1][1].rates(n_test)
+            results["spamsift_in_process_sqlite_1_process_python_core"] = {
+                "train": python_train,
+                "classify": python_classify,
+                **_ratios(python_train, python_classify, peer_train, peer_classify),
+            }
+            rows.append(
+                _row(
+                    "spamsift in process, sqlite, 1 process tokenizing, pure-Python core forced",
+                    python_train,
+                    python_classify,
+                    peer_train,
+                    peer_classify,
+                )
+            )
         http_train_timings, http_classify_timings = http_runs(split, folder, runs)
         http_train = http_train_timings.rates(n_train)
         http_classify = http_classify_timings.rates(n_test)

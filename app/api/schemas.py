@@ -330,3 +330,9 @@ class ForgetResponse(BaseModel):
 
 class Health(BaseModel):
     status: str
+
+
+class Liveness(Health):
+    token_core: Literal["python", "compiled"] = Field(
+        description="the tokenizer this process runs: the compiled core or the pure-Python one"
+    )

@@ -52,11 +52,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
+class VersionAction(argparse.Action):
+    """`spamsift --version`: the version and which token core SPAMSIFT_TOKENIZER selects."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from app.serving import ServeError, load_settings
+        from app.text.core import resolve
+
+        core: str
+        try:
+            core = resolve(load_settings().tokenizer).name
+        except ServeError as error:  # a bad setting: say so rather than guess
+            core = f"unknown, {error}"
+        print(f"spamsift {__version__} (token core: {core})")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="spamsift", description="Self-hosted naive Bayes spam filter."
     )
-    parser.add_argument("--version", action="version", version=f"spamsift {__version__}")
+    parser.add_argument(
+        "--version",
+        action=VersionAction,
+        nargs=0,
+        help="show the version and the token core (compiled or python) this install runs",
+    )
     commands = parser.add_subparsers(title="commands")
     add_serve_commands(commands)
     add_train_command(commands)

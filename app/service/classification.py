@@ -27,6 +27,7 @@ from app.service.runtime import Runtime, with_time_budget
 from app.store.ledger import ClassificationRecord
 from app.store.models import ModelRow, find_model_by_id
 from app.text import TokenizerLimits
+from app.text.core import CoreChoice, use_core
 
 
 @dataclass(frozen=True)
@@ -222,6 +223,7 @@ def prepare_messages(
         limits=rt.limits,
         budget_seconds=rt.budget_seconds(budget),
         max_message_bytes=rt.settings.max_message_bytes,
+        token_core=rt.settings.tokenizer,
     )
     return list(chain.from_iterable(pool.map(work, chunks)))
 
@@ -232,7 +234,9 @@ def _prepare_chunk(
     limits: TokenizerLimits,
     budget_seconds: float,
     max_message_bytes: int,
+    token_core: CoreChoice,
 ) -> list[PreparedMessage]:
+    use_core(token_core)  # a spawned worker starts with the default core
     return [
         prepare(
             message,

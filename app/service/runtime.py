@@ -25,6 +25,7 @@ from app.service.model_config import parse_config
 from app.store.engine import Database
 from app.store.ledger import ClassificationRecord
 from app.text import TokenizerLimits
+from app.text.core import use_core
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ def engine_config(options: dict[str, Any], classes: tuple[str, ...]) -> NaiveBay
 class Runtime:
     def __init__(self, settings: Settings, db: Database | None = None) -> None:
         self.settings = settings
+        self.token_core = use_core(settings.tokenizer).name  # CoreUnavailable if not built
         self.db = db or Database(
             settings.database_url, lock_timeout_seconds=settings.lock_timeout_seconds
         )

@@ -140,6 +140,29 @@ def decode_header_value(value: str, charset: str | None, found: set[str]) -> str
     return "".join(out)
 
 
+def decode_header_values(
+    fields: Sequence[tuple[str, str]], charset: str | None, found: set[str]
+) -> list[tuple[str, str]]:
+    """Return `fields` with each value decoded by `decode_header_value`."""
+    return [(name, decode_header_value(value, charset, found)) for name, value in fields]
+
+
+def content_fields(fields: Sequence[tuple[str, str]]) -> tuple[str | None, str | None, str]:
+    """Return the first Content-Type and Content-Disposition values (None where absent) and
+    the last Content-Transfer-Encoding, stripped and lower-case ("7bit" where absent)."""
+    content_type: str | None = None
+    disposition: str | None = None
+    transfer_encoding = "7bit"
+    for name, value in fields:
+        if name == "content-type":
+            content_type = value if content_type is None else content_type
+        elif name == "content-disposition":
+            disposition = value if disposition is None else disposition
+        elif name == "content-transfer-encoding":
+            transfer_encoding = value.strip().lower()
+    return content_type, disposition, transfer_encoding
+
+
 # Headers whose addresses give domain tokens ("from:example.org").
 _ADDRESS_HEADERS = frozenset(
     {"from", "to", "cc", "reply-to", "sender", "return-path", "errors-to", "delivered-to"}

@@ -15,9 +15,8 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from app.text import defects
+from app.text import core, defects
 from app.text.charsets import decode_bytes, decode_str, lookup_codec
-from app.text.headers import decode_header_value, split_header_block
 from app.text.html import html_to_text
 from app.text.limits import TokenizerLimits
 
@@ -98,15 +97,12 @@ def parse_message(raw: str | bytes, *, limits: TokenizerLimits) -> ParsedMessage
     if text.startswith("From "):
         match = _MBOX_FROM.match(text)
         text = text[match.end() :] if match else ""
-    block = split_header_block(text, limits)
+    block = core.active().split_header_block(text, limits)
     message = ParsedMessage(headers=[], defects=set(block.defects))
     if not block.fields:
         message.defects.add(defects.NO_HEADERS)
     top = _content_info(block.fields, "text/plain", message.defects)
-    message.headers = [
-        (name, decode_header_value(value, top.charset, message.defects))
-        for name, value in block.fields
-    ]
+    message.headers = core.active().decode_header_values(block.fields, top.charset, message.defects)
     _walk(_Part(block.fields, block.body, 0, "text/plain"), message, limits)
     return message
 
@@ -134,7 +130,7 @@ def _walk(root: _Part, message: ParsedMessage, limits: TokenizerLimits) -> None:
             if part.depth >= limits.max_mime_depth:
                 message.defects.add(defects.MIME_DEPTH)
                 continue
-            inner = split_header_block(part.body, limits)
+            inner = core.active().split_header_block(part.body, limits)
             message.defects |= inner.defects
             stack.append(_Part(inner.fields, inner.body, part.depth + 1, "text/plain"))
         elif info.content_type in _TEXT_TYPES and not (info.is_attachment and info.extension):
@@ -223,7 +219,7 @@ def _child(text: str, parent: _Part, default_type: str, limits: TokenizerLimits)
         return _Part([], text[1:], parent.depth + 1, default_type)
     # Part headers are capped like top-level ones; their defects are not reported (a part
     # without headers is normal).
-    block = split_header_block(text, limits)
+    block = core.active().split_header_block(text, limits)
     return _Part(block.fields, block.body, parent.depth + 1, default_type)
 
 
@@ -231,16 +227,7 @@ def _content_info(
     fields: list[tuple[str, str]], default_type: str, found: set[str]
 ) -> _ContentInfo:
     """Read Content-Type, -Transfer-Encoding and -Disposition of one part."""
-    content_type: str | None = None
-    disposition: str | None = None
-    transfer_encoding = "7bit"
-    for name, value in fields:
-        if name == "content-type":
-            content_type = value if content_type is None else content_type
-        elif name == "content-disposition":
-            disposition = value if disposition is None else disposition
-        elif name == "content-transfer-encoding":
-            transfer_encoding = value.strip().lower()
+    content_type, disposition, transfer_encoding = core.active().content_fields(fields)
     if len(content_type or "") + len(disposition or "") <= _CACHED_VALUE_CHARS:
         parameters = _cached_parameters(content_type, disposition, default_type)
     else:

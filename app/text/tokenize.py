@@ -13,11 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import islice
 
-from app.text import defects
-from app.text.headers import header_tokens
+from app.text import core, defects
 from app.text.limits import DEFAULT_LIMITS, TokenizerLimits
 from app.text.mime import ParsedMessage, parse_message
-from app.text.words import normalize_text, text_tokens, url_tokens, word_tokens
+from app.text.words import normalize_text, url_tokens
 
 _MIME_TYPE = re.compile(r"[a-z0-9!#$&^_.+-]{1,40}/[a-z0-9!#$&^_.+-]{1,60}")
 _MAILTO_DOMAIN = re.compile(r"mailto:[^@\s]{0,64}@([a-z0-9.-]{1,255})")
@@ -59,7 +58,7 @@ def body_tokens(
     for text in texts:
         if limits.out_of_time(found if found is not None else set()):
             break
-        tokens.extend(text_tokens(normalize_text(text), limits.max_token_chars))
+        tokens.extend(core.active().text_tokens(normalize_text(text), limits.max_token_chars))
     return tokens
 
 
@@ -84,7 +83,7 @@ def tokenize(message: ParsedMessage, *, limits: TokenizerLimits) -> list[str]:
     """
     if limits.out_of_time(message.defects):
         return []
-    tokens = header_tokens(message.headers, limits)
+    tokens = core.active().header_tokens(message.headers, limits)
     tokens += part_tokens(message)
     tokens += body_tokens(message.texts, limits, message.defects)
     if limits.out_of_time(message.defects):
@@ -106,7 +105,10 @@ def hidden_tokens(texts: Iterable[str], limits: TokenizerLimits, found: set[str]
         if limits.out_of_time(found):
             break
         tokens.extend(
-            map("hidden:".__add__, word_tokens(normalize_text(text), limits.max_token_chars))
+            map(
+                "hidden:".__add__,
+                core.active().word_tokens(normalize_text(text), limits.max_token_chars),
+            )
         )
     return tokens
 

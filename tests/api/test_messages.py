@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from app.config import Settings
 from app.main import create_app
+from app.text.core import active
 from tests.builders import (
     ham_message,
     ham_text,
@@ -385,7 +386,7 @@ def test_unknown_paths_and_methods_answer_the_error_body(client: TestClient) -> 
 
 
 def test_health_and_readiness(client: TestClient) -> None:
-    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/healthz").json() == {"status": "ok", "token_core": active().name}
     assert client.get("/readyz").status_code == 200
 
 

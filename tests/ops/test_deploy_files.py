@@ -120,10 +120,18 @@ def test_the_build_context_holds_only_what_the_image_needs() -> None:
 
     assert patterns[0] == "*"  # everything out, then only these back in
     included = {pattern[1:].rstrip("/") for pattern in patterns if pattern.startswith("!")}
-    assert included == {"pyproject.toml", "README.md", "app", "migrations"}
+    assert included == {"pyproject.toml", "setup.py", "README.md", "app", "migrations"}
     copied = " ".join(a for k, a in dockerfile() if k == "COPY" and not a.startswith("--from"))
     for name in included:
         assert name in copied
+
+
+def test_the_build_stage_compiles_the_token_core_and_the_run_stage_has_no_compiler() -> None:
+    text = (REPO / "Dockerfile").read_text()
+    build, _, run = text.partition("# --- run:")
+    assert "build-essential" in build
+    assert 'import app.text._core"' in build  # the optional extension was really built
+    assert "build-essential" not in run
 
 
 def compose() -> dict[str, Any]:

@@ -36,3 +36,19 @@ def read_corpus(name: str) -> Iterator[dict[str, Any]]:
 def raw_bytes(record: dict[str, Any]) -> bytes:
     """Return the original bytes of an e-mail record (its text in its recorded encoding)."""
     return str(record["text"]).encode(record["encoding"])
+
+
+TOKEN_CORES = ["python", "compiled"]
+
+
+@pytest.fixture(params=TOKEN_CORES)
+def token_core(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run the test with each token core, the compiled one skipped where it is not built."""
+    from app.text import core
+
+    if request.param == "compiled" and core.COMPILED is None:
+        pytest.skip("the compiled token core (app.text._core) is not built")
+    before = core.active()
+    core.use_core(request.param)
+    yield request.param
+    core.use_core(before.name)

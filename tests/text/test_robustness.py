@@ -10,6 +10,9 @@ import pytest
 
 from app.text import TokenizedMessage, TokenizerLimits, text_only, tokenize_raw, tokenize_text
 
+# Every test here runs with each token core: the bounds hold for the compiled one too.
+pytestmark = pytest.mark.usefixtures("token_core")
+
 HEADERS = b"From: a@example.org\nSubject: test\n"
 MAX_SECONDS = 2.0
 

@@ -6,7 +6,11 @@ A counting clock (one tick per look) makes these tests exact, with no timing inv
 from collections.abc import Callable
 from dataclasses import replace
 
+import pytest
+
 from app.text import TokenizerLimits, tokenize_raw, tokenize_text
+
+pytestmark = pytest.mark.usefixtures("token_core")  # each token core keeps the budget
 
 MESSAGE = (
     b"From: a@example.org\nSubject: hello\nContent-Type: multipart/mixed; boundary=b\n\n"

@@ -6,15 +6,15 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from app.api.deps import RuntimeDep
-from app.api.schemas import Health
+from app.api.schemas import Health, Liveness
 
 router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz")
-def healthz() -> Health:
-    """Liveness: the process answers (it does not touch the database)."""
-    return Health(status="ok")
+def healthz(rt: RuntimeDep) -> Liveness:
+    """Liveness: the process answers (it does not touch the database), and its token core."""
+    return Liveness(status="ok", token_core=rt.token_core)
 
 
 @router.get("/readyz", response_model=Health, responses={503: {"model": Health}})

@@ -1,0 +1,232 @@
+"""The compiled token core gives exactly the tokens of the pure-Python reference.
+
+Every message of every shared corpus, and Hypothesis over arbitrary bytes and text, both
+through the public entry points (token multiset and defects) and function by function.
+Skipped where the extension is not built (the Python path then is the only one).
+"""
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.text import TokenizedMessage, TokenizerLimits, core, text_only, tokenize_raw, tokenize_text
+from app.text import headers as python_headers
+from app.text import words as python_words
+from tests.bad_inputs import BadInput, catalogue
+from tests.text.conftest import raw_bytes, read_corpus
+from tests.text.test_properties import mail_like
+from tests.text.test_robustness import MAX_SECONDS
+
+if core.COMPILED is None:
+    pytest.skip("the compiled token core (app.text._core) is not built", allow_module_level=True)
+COMPILED = core.COMPILED
+LIMITS = TokenizerLimits()
+
+
+def both_ways(function: Callable[[], Any]) -> tuple[Any, Any]:
+    """Return function() with the Python core, then with the compiled one."""
+    before = core.active()
+    try:
+        core.use_core("python")
+        reference = function()
+        core.use_core("compiled")
+        compiled = function()
+    finally:
+        core.use_core(before.name)
+    return reference, compiled
+
+
+def assert_same(reference: TokenizedMessage, compiled: TokenizedMessage, what: str) -> None:
+    assert compiled.token_counts == reference.token_counts, what
+    # Same emission order too: the first max_distinct_tokens kept depend on it.
+    assert list(compiled.token_counts) == list(reference.token_counts), what
+    assert compiled.defects == reference.defects, what
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("name", ["spamassassin", "trec06c-subset", "csdmc2010"])
+def test_every_mail_of_the_corpus_gives_the_same_tokens_both_ways(name):
+    messages = 0
+    for record in read_corpus(name):
+        raw = raw_bytes(record)
+        reference, compiled = both_ways(lambda raw=raw: tokenize_raw(raw))
+        assert_same(reference, compiled, record["id"])
+        messages += 1
+    assert messages > 1900
+
+
+@pytest.mark.corpus
+def test_every_sms_and_text_only_mail_gives_the_same_tokens_both_ways():
+    for record in read_corpus("sms-spam-collection"):
+        text = record["text"]
+        reference, compiled = both_ways(lambda text=text: tokenize_text(text))
+        assert_same(reference, compiled, record["id"])
+    # The text-only view of mail (`evaluate --text-only`): every line a body text.
+    for index, record in enumerate(read_corpus("trec06c-subset")):
+        if index % 10:
+            continue  # the raw test above already reads every message; a tenth here
+        text = text_only(raw_bytes(record))
+        reference, compiled = both_ways(lambda text=text: tokenize_text(text))
+        assert_same(reference, compiled, record["id"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=2000))
+def test_arbitrary_bytes_give_the_same_tokens_both_ways(raw):
+    reference, compiled = both_ways(lambda: tokenize_raw(raw))
+    assert_same(reference, compiled, repr(raw))
+
+
+@settings(max_examples=300, deadline=None)
+@given(mail_like)
+def test_mail_like_bytes_give_the_same_tokens_both_ways(raw):
+    reference, compiled = both_ways(lambda: tokenize_raw(raw))
+    assert_same(reference, compiled, repr(raw))
+
+
+# Text from the alphabets the word cutter treats differently: ASCII letters and digits,
+# currency signs, Latin letters, other Unicode digits, CJK, Hangul, kana, line breaks,
+# colons and blanks of header lines, URL and address characters, anything else.
+interesting_characters = st.sampled_from(
+    [
+        *"aZ09 \t\n:.-_$\u00a3\u20ac\u00a5@/=?<>",
+        *["http://", "www.", "\u0663", "\u00e9", "\u00b2", "\u2160", "\x00", "\x1b", "A"],
+        *["@a.b", "@x", ".c", "a" * 70, "-", "+", "\u00c9"],
+        *["\u4e2d", "\u6587", "\uac00", "\u3042", "\u1100", "\U00020000"],
+    ]
+)
+texts = st.one_of(
+    st.text(max_size=300),
+    st.lists(st.one_of(interesting_characters, st.text(max_size=3)), max_size=80).map("".join),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(texts, st.integers(min_value=1, max_value=46))
+def test_word_and_text_tokens_are_the_same_both_ways(text, max_token_chars):
+    assert COMPILED.word_tokens(text, max_token_chars) == python_words.word_tokens(
+        text, max_token_chars
+    )
+    assert COMPILED.text_tokens(text, max_token_chars) == python_words.text_tokens(
+        text, max_token_chars
+    )
+
+
+header_names = st.one_of(
+    st.sampled_from(["subject", "from", "to", "received", "x-mailer", "list-id", "digits"]),
+    st.text(alphabet="abcxyz-:", min_size=1, max_size=50),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(header_names, texts), max_size=8),
+    st.integers(min_value=1, max_value=46),
+)
+def test_header_tokens_are_the_same_both_ways(fields, max_token_chars):
+    limits = TokenizerLimits(max_token_chars=max_token_chars)
+    assert COMPILED.header_tokens(fields, limits) == python_headers.header_tokens(fields, limits)
+
+
+header_lines = st.lists(
+    st.one_of(
+        st.sampled_from(["Subject: x", " folded", "\tfolded", "X-A:", "a b: c", ": no name"]),
+        st.sampled_from(["From :a", "n" * 200 + ": long", "n" * 201 + ": too long", ""]),
+        texts,
+    ),
+    max_size=12,
+).map("\n".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    header_lines,
+    st.integers(min_value=1, max_value=40),
+    st.integers(min_value=1, max_value=6),
+)
+def test_header_blocks_split_the_same_both_ways(text, max_value, max_fields):
+    limits = TokenizerLimits(max_header_value_bytes=max_value, max_header_fields=max_fields)
+    assert COMPILED.split_header_block(text, limits) == python_headers.split_header_block(
+        text, limits
+    )
+
+
+CATALOGUE = catalogue()
+
+
+@pytest.mark.parametrize("bad", CATALOGUE, ids=[bad.id for bad in CATALOGUE])
+def test_every_bad_input_gives_the_same_tokens_both_ways_in_bounded_time(bad: BadInput):
+    """The API's bad-input catalogue (tests/bad_inputs.py), at the tokenizer: same tokens, and
+    the compiled core keeps the time bound of tests/text/test_robustness.py (CPU seconds)."""
+    raw = bad.build()
+
+    def tokenize_timed() -> tuple[TokenizedMessage, float]:
+        start = time.thread_time()
+        result = tokenize_raw(raw)
+        return result, time.thread_time() - start
+
+    (reference, _), (compiled, compiled_seconds) = both_ways(tokenize_timed)
+    assert_same(reference, compiled, bad.id)
+    assert compiled_seconds < MAX_SECONDS
+
+
+@settings(max_examples=500, deadline=None)
+@given(texts)
+def test_email_domains_and_normalisation_are_the_same_both_ways(text):
+    from app.text import _core  # type: ignore[attr-defined]
+
+    normalized = python_words.normalize_text(text)
+    assert _core.normalize_text(text) == normalized
+    assert _core.email_domains(normalized) == python_words.email_domains(normalized)
+    assert _core.email_domains(text) == python_words.email_domains(text)
+
+
+field_lists = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["content-type", "content-disposition", "content-transfer-encoding", "subject", "x"]
+        ),
+        st.one_of(texts, st.sampled_from([" Base64 ", "=?utf-8?q?=C3=A9?=", "caf\u00e9", "=?"])),
+    ),
+    max_size=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(field_lists, st.sampled_from([None, "utf-8", "gb2312", "x-bogus"]))
+def test_header_values_and_content_fields_are_the_same_both_ways(fields, charset):
+    found_python: set[str] = set()
+    found_compiled: set[str] = set()
+    assert COMPILED.decode_header_values(
+        fields, charset, found_compiled
+    ) == python_headers.decode_header_values(fields, charset, found_python)
+    assert found_compiled == found_python
+    assert COMPILED.content_fields(fields) == python_headers.content_fields(fields)
+
+
+@pytest.mark.corpus
+def test_threads_tokenizing_at_once_get_the_tokens_of_one_thread():
+    """The compiled core shares one table of recent words between calls (each call its own
+    generation); threads switching in its Python calls must never see another's words."""
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+    from itertools import islice
+
+    raws = [raw_bytes(record) for record in islice(read_corpus("spamassassin"), 400)]
+    # Over-long words and URLs call back into Python in the middle of a text.
+    raws += [b"Subject: x\n\n" + b"word " * 50 + b"y" * 60 + b" http://a.example/p word" * 9] * 50
+    expected, _ = both_ways(lambda: [tokenize_raw(raw) for raw in raws])
+    before, interval = core.active(), sys.getswitchinterval()
+    core.use_core("compiled")
+    sys.setswitchinterval(1e-6)  # threads take turns as often as the interpreter lets them
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            for _ in range(3):
+                assert list(pool.map(tokenize_raw, raws)) == expected
+    finally:
+        sys.setswitchinterval(interval)
+        core.use_core(before.name)
