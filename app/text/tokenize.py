@@ -17,6 +17,8 @@ from app.text import defects
 from app.text.headers import header_tokens
 from app.text.limits import DEFAULT_LIMITS, TokenizerLimits
 from app.text.mime import ParsedMessage, parse_message
+from app.text.pairs import with_pairs
+from app.text.shape import shape_tokens
 from app.text.words import normalize_text, text_tokens, url_tokens, word_tokens
 
 _MIME_TYPE = re.compile(r"[a-z0-9!#$&^_.+-]{1,40}/[a-z0-9!#$&^_.+-]{1,60}")
@@ -56,10 +58,11 @@ def body_tokens(
     TIME_BUDGET noted in `found`.
     """
     tokens: list[str] = []
+    chars = limits.max_token_chars
     for text in texts:
         if limits.out_of_time(found if found is not None else set()):
             break
-        tokens.extend(text_tokens(normalize_text(text), limits.max_token_chars))
+        tokens.extend(with_pairs(text_tokens(normalize_text(text), chars), chars))
     return tokens
 
 
@@ -125,7 +128,19 @@ def count_tokens(
 def tokenize_raw(raw: str | bytes, *, limits: TokenizerLimits = DEFAULT_LIMITS) -> TokenizedMessage:
     """Tokenize a raw RFC 822 message (bytes, or a str already decoded); never raise."""
     message = parse_message(raw, limits=limits)
-    return count_tokens(tokenize(message, limits=limits), message.defects, limits)
+    tokens = tokenize(message, limits=limits)
+    if defects.TIME_BUDGET not in message.defects:  # past the deadline: nothing more
+        # the size of the visible text, not of the raw message: headers (spamsift's own marks,
+        # relays) and encodings do not change it, and a text gets the same measure
+        size = sum(map(_utf8_size, message.texts))
+        tokens += shape_tokens(size, tokens, message.part_types)
+    return count_tokens(tokens, message.defects, limits)
+
+
+def _utf8_size(raw: str | bytes) -> int:
+    if isinstance(raw, bytes):
+        return len(raw)
+    return len(raw) if raw.isascii() else len(raw.encode("utf-8", "surrogatepass"))
 
 
 def cap_text(text: str, max_bytes: int, found: set[str]) -> str:
@@ -143,7 +158,10 @@ def tokenize_text(text: str, *, limits: TokenizerLimits = DEFAULT_LIMITS) -> Tok
     """Tokenize plain text (an SMS, a pasted body): body tokens only; never raise."""
     found: set[str] = set()
     text = cap_text(text, limits.max_scan_bytes, found)
-    return count_tokens(body_tokens([text], limits, found), found, limits)
+    tokens = body_tokens([text], limits, found)
+    if defects.TIME_BUDGET not in found:
+        tokens += shape_tokens(_utf8_size(text), tokens, None)
+    return count_tokens(tokens, found, limits)
 
 
 def text_only(raw: str | bytes) -> str:
