@@ -129,7 +129,9 @@ def tokenize_raw(raw: str | bytes, *, limits: TokenizerLimits = DEFAULT_LIMITS) 
     """Tokenize a raw RFC 822 message (bytes, or a str already decoded); never raise."""
     message = parse_message(raw, limits=limits)
     tokens = tokenize(message, limits=limits)
-    if defects.TIME_BUDGET not in message.defects:  # past the deadline: nothing more
+    # Shape only beside other evidence: an empty message stays empty (and is refused for
+    # training); past the deadline, nothing more.
+    if tokens and defects.TIME_BUDGET not in message.defects:
         # the size of the visible text, not of the raw message: headers (spamsift's own marks,
         # relays) and encodings do not change it, and a text gets the same measure
         size = sum(map(_utf8_size, message.texts))
@@ -159,7 +161,7 @@ def tokenize_text(text: str, *, limits: TokenizerLimits = DEFAULT_LIMITS) -> Tok
     found: set[str] = set()
     text = cap_text(text, limits.max_scan_bytes, found)
     tokens = body_tokens([text], limits, found)
-    if defects.TIME_BUDGET not in found:
+    if tokens and defects.TIME_BUDGET not in found:  # as in tokenize_raw
         tokens += shape_tokens(_utf8_size(text), tokens, None)
     return count_tokens(tokens, found, limits)
 

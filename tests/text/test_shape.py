@@ -65,3 +65,9 @@ def test_shape_tokens_are_three_at_most_whatever_the_input():
 def test_no_shape_token_once_the_deadline_has_passed():
     limits = TokenizerLimits(deadline=0.0, clock=lambda: 0.0)
     assert tokenize_text("some words", limits=limits).token_counts == {}
+
+
+def test_a_message_without_any_other_token_gets_no_shape_token():
+    assert tokenize_text("").token_counts == {}
+    assert tokenize_text(" \n\t ").token_counts == {}
+    assert tokenize_raw(b"").token_counts == {}
