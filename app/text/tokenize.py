@@ -114,6 +114,19 @@ def hidden_tokens(texts: Iterable[str], limits: TokenizerLimits, found: set[str]
     return tokens
 
 
+# Tokens derived from other tokens or from the message as a whole, not read from its text.
+DERIVED_PREFIXES = ("pair:", "size:", "links:", "html:")
+
+
+def evidence_count(token_counts: dict[str, int]) -> int:
+    """Return the distinct tokens read from a message, without word pairs and shape tokens.
+
+    What a floor on the tokens needed to train counts: pairs and shape add no evidence of
+    their own to a message of too few words.
+    """
+    return sum(1 for token in token_counts if not token.startswith(DERIVED_PREFIXES))
+
+
 def count_tokens(
     tokens: Iterable[str], found: set[str], limits: TokenizerLimits
 ) -> TokenizedMessage:
