@@ -21,6 +21,7 @@ floor of 0.001 % / 0.1 % keeps a 0-vs-0 tie at 1.0); the summary gives the worst
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
@@ -47,6 +48,7 @@ from app.service.evaluation import (
 from app.service.model_config import ModelConfig
 from app.text import text_only
 from bench import data
+from bench.token_experiments import ADDED, case_kept
 from bench.versus_bogofilter import bogofilter_version, find_bogofilter
 
 
@@ -101,6 +103,10 @@ _EARLIER_PREFIXES = frozenset(
         "filename",
         "hidden",
         "skip",
+        "pair",
+        "size",
+        "links",
+        "html",
     }
 )
 
@@ -124,6 +130,8 @@ FAMILIES: dict[str, Callable[[str], bool]] = {
     "list-headers": _has_prefix("list-"),
     "x-headers": _has_prefix("x-"),
     "hidden": _has_prefix("hidden:"),
+    "pairs": _has_prefix("pair:"),
+    "shape": _has_prefix("size:", "links:", "html:"),
     # header words beyond the nine headers that gave words before every header did
     "other-header-words": lambda token: (
         ":" in token and token.partition(":")[0] not in _EARLIER_PREFIXES
@@ -217,6 +225,24 @@ def drop_families(examples: list[Example], dropped: Sequence[str]) -> list[Examp
     ]
 
 
+def add_families(
+    examples: list[Example],
+    messages: Sequence[LabelledMessage],
+    added: Sequence[str],
+    text_only_view: bool,
+) -> list[Example]:
+    """Add the tokens of candidate families (bench.token_experiments) to each example."""
+    if not added:
+        return examples
+    result = []
+    for example, message in zip(examples, messages, strict=True):
+        tokens = dict(example.tokens)
+        for name in added:
+            tokens.update(ADDED[name](message, text_only_view, example.tokens))
+        result.append(Example(example.id, example.label, tokens))
+    return result
+
+
 def measures_dict(measures: Any) -> dict[str, Any]:
     return {
         "one_minus_roca_percent": measures.one_minus_roca_percent,
@@ -242,9 +268,13 @@ def run_view(
     bogofilter: Bogofilter | None,
     folder: Path,
     protocols: Sequence[str],
+    added: Sequence[str] = (),
+    keep_case: bool = False,
 ) -> dict[str, Any]:
     started = time.perf_counter()
-    examples = tokenize_corpus(messages, text_only_view=view.text_only)
+    with case_kept() if keep_case else contextlib.nullcontext():
+        examples = tokenize_corpus(messages, text_only_view=view.text_only)
+    examples = add_families(examples, messages, added, view.text_only)
     tokenize_seconds = time.perf_counter() - started
     examples = drop_families(examples, dropped)
     result: dict[str, Any] = {
@@ -253,6 +283,7 @@ def run_view(
         "text_only": view.text_only,
         "messages": len(examples),
         "tokens_per_message": sum(len(e.tokens) for e in examples) / max(len(examples), 1),
+        "distinct_tokens": len({t for e in examples for t in e.tokens}),
         "tokenize_seconds_per_message": tokenize_seconds / max(len(examples), 1),
     }
     if "batch" in protocols:
@@ -377,6 +408,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-mode", default="all", choices=["all", "error", "unsure"])
     parser.add_argument("--set", action="append", default=[], help="model option key=value")
     parser.add_argument("--drop", action="append", default=[], choices=sorted(FAMILIES))
+    parser.add_argument(
+        "--add",
+        action="append",
+        default=[],
+        choices=sorted(ADDED),
+        help="add a candidate token family (bench.token_experiments)",
+    )
+    parser.add_argument(
+        "--keep-case", action="store_true", help="tokenize with case kept, as bogofilter"
+    )
     parser.add_argument("--no-bogofilter", action="store_true")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -404,6 +445,8 @@ def main(argv: list[str] | None = None) -> int:
                 bogofilter=peer,
                 folder=Path(tmp),
                 protocols=protocols,
+                added=args.add,
+                keep_case=args.keep_case,
             )
             result["seconds"] = time.perf_counter() - started
             result["limit"] = limit
@@ -424,6 +467,8 @@ def main(argv: list[str] | None = None) -> int:
         },
         "settings": args.set,
         "dropped": args.drop,
+        "added": args.add,
+        "keep_case": args.keep_case,
         "train_mode": args.train_mode,
         "limit": args.limit,
         "bogofilter": bogofilter_version(path) if path else None,

@@ -40,6 +40,7 @@ from app.store.ledger import (
 )
 from app.store.models import ModelRow, find_model_by_id
 from app.store.tables import MAX_TOKEN_BYTES
+from app.text import evidence_count
 from app.text.defects import TIME_BUDGET
 
 
@@ -493,12 +494,13 @@ def _require_tokens(
             f"{where}tokenizing the message took longer than the time budget of "
             f"{rt.settings.train_time_budget_seconds:g} s; nothing was trained, retry later"
         )
-    found = len(message.token_counts)
+    found = evidence_count(message.token_counts)  # word pairs and shape tokens not counted
     options = parse_config(live.options, classes=live.classes)
     needed = options.min_train_tokens or (1 if message.from_text else rt.settings.min_train_tokens)
     if found < needed:
         raise TooFewTokens(
-            f"{where}the message has {found} distinct tokens; training needs at least {needed}"
+            f"{where}the message has {found} distinct tokens (word pairs and shape tokens not "
+            f"counted); training needs at least {needed}"
         )
 
 

@@ -1,18 +1,26 @@
 """Message -> tokens, pure: no I/O but its packaged stop-word lists, no other room imported.
 
 Public interface: `tokenize_raw`, `tokenize_text`, `text_only`, `load_stop_words`,
-`TokenizerLimits`, `TokenizedMessage`; defect codes in `app.text.defects`.
+`TokenizerLimits`, `TokenizedMessage`, `evidence_count`; defect codes in `app.text.defects`.
 """
 
 from app.text.limits import TokenizerLimits
 from app.text.mime import ParsedMessage, parse_message
 from app.text.stop_words import load_stop_words
-from app.text.tokenize import TokenizedMessage, text_only, tokenize, tokenize_raw, tokenize_text
+from app.text.tokenize import (
+    TokenizedMessage,
+    evidence_count,
+    text_only,
+    tokenize,
+    tokenize_raw,
+    tokenize_text,
+)
 
 __all__ = [
     "ParsedMessage",
     "TokenizedMessage",
     "TokenizerLimits",
+    "evidence_count",
     "load_stop_words",
     "parse_message",
     "text_only",

@@ -16,6 +16,8 @@ from itertools import islice
 from app.text import core, defects
 from app.text.limits import DEFAULT_LIMITS, TokenizerLimits
 from app.text.mime import ParsedMessage, parse_message
+from app.text.pairs import with_pairs
+from app.text.shape import shape_tokens
 from app.text.words import normalize_text, url_tokens
 
 _MIME_TYPE = re.compile(r"[a-z0-9!#$&^_.+-]{1,40}/[a-z0-9!#$&^_.+-]{1,60}")
@@ -55,10 +57,11 @@ def body_tokens(
     TIME_BUDGET noted in `found`.
     """
     tokens: list[str] = []
+    chars = limits.max_token_chars
     for text in texts:
         if limits.out_of_time(found if found is not None else set()):
             break
-        tokens.extend(core.active().text_tokens(normalize_text(text), limits.max_token_chars))
+        tokens.extend(with_pairs(core.active().text_tokens(normalize_text(text), chars), chars))
     return tokens
 
 
@@ -113,6 +116,19 @@ def hidden_tokens(texts: Iterable[str], limits: TokenizerLimits, found: set[str]
     return tokens
 
 
+# Tokens derived from other tokens or from the message as a whole, not read from its text.
+DERIVED_PREFIXES = ("pair:", "size:", "links:", "html:")
+
+
+def evidence_count(token_counts: dict[str, int]) -> int:
+    """Return the distinct tokens read from a message, without word pairs and shape tokens.
+
+    What a floor on the tokens needed to train counts: pairs and shape add no evidence of
+    their own to a message of too few words.
+    """
+    return sum(1 for token in token_counts if not token.startswith(DERIVED_PREFIXES))
+
+
 def count_tokens(
     tokens: Iterable[str], found: set[str], limits: TokenizerLimits
 ) -> TokenizedMessage:
@@ -127,7 +143,21 @@ def count_tokens(
 def tokenize_raw(raw: str | bytes, *, limits: TokenizerLimits = DEFAULT_LIMITS) -> TokenizedMessage:
     """Tokenize a raw RFC 822 message (bytes, or a str already decoded); never raise."""
     message = parse_message(raw, limits=limits)
-    return count_tokens(tokenize(message, limits=limits), message.defects, limits)
+    tokens = tokenize(message, limits=limits)
+    # Shape only beside other evidence: an empty message stays empty (and is refused for
+    # training); past the deadline, nothing more.
+    if tokens and defects.TIME_BUDGET not in message.defects:
+        # the size of the visible text, not of the raw message: headers (spamsift's own marks,
+        # relays) and encodings do not change it, and a text gets the same measure
+        size = sum(map(_utf8_size, message.texts))
+        tokens += shape_tokens(size, tokens, message.part_types)
+    return count_tokens(tokens, message.defects, limits)
+
+
+def _utf8_size(raw: str | bytes) -> int:
+    if isinstance(raw, bytes):
+        return len(raw)
+    return len(raw) if raw.isascii() else len(raw.encode("utf-8", "surrogatepass"))
 
 
 def cap_text(text: str, max_bytes: int, found: set[str]) -> str:
@@ -145,7 +175,10 @@ def tokenize_text(text: str, *, limits: TokenizerLimits = DEFAULT_LIMITS) -> Tok
     """Tokenize plain text (an SMS, a pasted body): body tokens only; never raise."""
     found: set[str] = set()
     text = cap_text(text, limits.max_scan_bytes, found)
-    return count_tokens(body_tokens([text], limits, found), found, limits)
+    tokens = body_tokens([text], limits, found)
+    if tokens and defects.TIME_BUDGET not in found:  # as in tokenize_raw
+        tokens += shape_tokens(_utf8_size(text), tokens, None)
+    return count_tokens(tokens, found, limits)
 
 
 def text_only(raw: str | bytes) -> str:

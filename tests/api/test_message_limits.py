@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from app.config import Settings
 from app.main import create_app
+from app.text import TokenizerLimits, tokenize_raw, tokenize_text
 from tests.builders import spam_text, stored_counts, train_examples
 
 RFC822 = {"content-type": "message/rfc822"}
@@ -248,17 +249,24 @@ def test_text_up_to_the_scan_limit_is_read_and_one_byte_more_is_truncated(
 def test_distinct_tokens_up_to_the_limit_are_kept_and_one_more_is_truncated(
     settings: Settings, limit: int
 ) -> None:
+    # n words give 2n + 1 distinct tokens (n words, n - 1 pairs, size, links); a URL adds one
+    at_limit_text = " ".join(f"a{i}" for i in range((limit - 2) // 2)) + " http://x.example"
+    beyond_text = " ".join(f"b{i}" for i in range(limit // 2))
+    unlimited = TokenizerLimits(max_distinct_tokens=10 * limit)
+    assert len(tokenize_text(at_limit_text, limits=unlimited).token_counts) == limit
+    beyond_tokens = list(tokenize_text(beyond_text, limits=unlimited).token_counts)
+    assert len(beyond_tokens) == limit + 1
     with client_with(settings, max_distinct_tokens=limit) as client:
-        at_limit = train_text(client, " ".join(f"a{i}" for i in range(limit)))
-        beyond = train_text(client, " ".join(f"b{i}" for i in range(limit + 1)))
+        at_limit = train_text(client, at_limit_text)
+        beyond = train_text(client, beyond_text)
         tokens = stored_tokens(client)
 
     assert "truncated" not in at_limit["defects"]
     assert "truncated" in beyond["defects"]
     assert at_limit["tokens"] == beyond["tokens"] == limit
-    assert f"b{limit - 1}" in tokens  # the first `limit` distinct tokens are kept
-    assert f"b{limit}" not in tokens
-    assert len(tokens) == 2 * limit
+    assert set(beyond_tokens[:limit]) <= tokens  # the first `limit` distinct tokens are kept
+    at_limit_tokens = set(tokenize_text(at_limit_text, limits=unlimited).token_counts)
+    assert tokens == at_limit_tokens | set(beyond_tokens[:limit])
 
 
 # -- token length ---------------------------------------------------------------------------
@@ -307,7 +315,9 @@ def test_training_raw_mail_needs_min_train_tokens(settings: Settings, limit: int
         assert nothing_stored.trained == {}
         assert nothing_stored.nonzero_counts() == {}
         assert enough.status_code == 200, enough.text
-        assert enough.json()["tokens"] == limit
+        # every token stored, word pairs and shape tokens included
+        expected = len(tokenize_raw(body_only(words(limit, "e"))).token_counts)
+        assert enough.json()["tokens"] == expected > limit
 
 
 def test_a_batch_with_one_message_of_too_few_tokens_applies_nothing_and_names_it(
@@ -358,7 +368,7 @@ def test_plain_text_trains_with_any_token_while_raw_mail_keeps_the_floor(
         )
 
     assert short_text.status_code == 200, short_text.text
-    assert short_text.json()["tokens"] == 3
+    assert short_text.json()["tokens"] == len(tokenize_text("free prize now").token_counts)
     assert feedback.status_code == 200, feedback.text
     assert short_mail.status_code == 422
     assert error_code(short_mail) == "too_few_tokens"

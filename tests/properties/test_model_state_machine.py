@@ -62,6 +62,7 @@ from app.service.training import apply_feedback, forget, train
 from app.store.engine import Database
 from app.store.ledger import unpack
 from app.store.tables import classifications, metadata, models, tokens
+from app.text import tokenize_text
 from tests.builders import stored_counts
 from tests.conftest import empty_postgres
 
@@ -107,7 +108,8 @@ class Mail:
 
     @property
     def tokens(self) -> Counter[str]:
-        return Counter(self.words)
+        # its words, their pairs and its shape tokens, as the tokenizer gives them
+        return Counter(tokenize_text(self.text).token_counts)
 
     @property
     def message_id(self) -> str:

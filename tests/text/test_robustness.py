@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from app.text import TokenizedMessage, TokenizerLimits, text_only, tokenize_raw, tokenize_text
+from tests.text.families import words_only
 
 # Every test here runs with each token core: the bounds hold for the compiled one too.
 pytestmark = pytest.mark.usefixtures("token_core")
@@ -71,7 +72,7 @@ def test_a_leading_mbox_from_line_is_ignored():
     )
     assert with_line == tokenize_bounded(HEADERS + b"\nhi")
     body_only = tokenize_bounded(b"From somebody Mon Jan 1\nhello there")
-    assert list(body_only.token_counts) == ["hello", "there"]
+    assert list(words_only(body_only.token_counts)) == ["hello", "there"]
     assert body_only.defects == ("no_headers",)
 
 
@@ -308,7 +309,7 @@ def test_html_bombs_stay_linear(html):
 
 def test_10_mb_without_whitespace_gives_bounded_skip_tokens():
     result = tokenize_bounded(HEADERS + b"\n" + b"A" * 10_000_000)
-    assert result.token_counts == {
+    assert words_only(result.token_counts) == {
         "header:from": 1,
         "from:example.org": 1,
         "header:subject": 1,
@@ -366,12 +367,12 @@ def test_unicode_tricks_normalise_to_the_plain_word():
         "VIAGRA",
     ]
     for trick in tricks:
-        assert tokenize_text(trick).token_counts == {"viagra": 1}, trick
+        assert words_only(tokenize_text(trick).token_counts) == {"viagra": 1}, trick
 
 
 def test_a_cyrillic_homoglyph_stays_a_different_word():
     # Documented limit: confusables are not mapped, "p\u0430ypal" is its own (spammy) token.
-    assert tokenize_text("p\u0430ypal").token_counts == {"p\u0430ypal": 1}
+    assert words_only(tokenize_text("p\u0430ypal").token_counts) == {"p\u0430ypal": 1}
 
 
 @pytest.mark.parametrize("bad", [b"\xc0\x80", b"\xf4\x90\x80\x80", b"\xed\xa0\x80", b"\xff\xfe"])
@@ -386,4 +387,4 @@ def test_invalid_utf8_never_reaches_a_token(bad):
     )
     tokenize_bounded(raw)
     assert_storable(tokenize_text("ok \ud800 \udfff ok"))
-    assert tokenize_text("o\ud800k").token_counts == {"ok": 1}
+    assert words_only(tokenize_text("o\ud800k").token_counts) == {"ok": 1}

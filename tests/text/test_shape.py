@@ -1,0 +1,73 @@
+"""Shape tokens: size, links and share of HTML, as orders of magnitude."""
+
+import base64
+
+from app.text import TokenizerLimits, tokenize_raw, tokenize_text
+from app.text.shape import magnitude, shape_tokens
+
+
+def test_magnitude_is_the_base_2_order():
+    assert [magnitude(n) for n in (0, 1, 2, 3, 4, 1023, 1024, -5)] == [0, 1, 2, 2, 3, 10, 11, 0]
+
+
+def test_a_text_gets_its_size_and_links_but_no_html_share():
+    counts = tokenize_text("see http://a.example.org/ and https://b.example.org/x").token_counts
+    assert counts["size:6"] == 1  # 52 bytes
+    assert counts["links:2"] == 1  # two url: tokens
+    assert not any(token.startswith("html:") for token in counts)
+
+
+def test_size_counts_utf8_bytes_the_same_for_bytes_and_str():
+    text = "caf\u00e9 " * 100  # 600 bytes in UTF-8, 500 characters
+    assert tokenize_text(text).token_counts["size:10"] == 1
+    raw = f"Subject: x\nContent-Type: text/plain; charset=utf-8\n\n{text}".encode()
+    assert tokenize_raw(raw).token_counts["size:10"] == 1  # the text, not the headers
+    assert tokenize_raw(raw.decode("utf-8")).token_counts["size:10"] == 1
+
+
+def shape_of(raw: bytes) -> list[str]:
+    return [t for t in tokenize_raw(raw).token_counts if t.startswith(("size:", "links:"))]
+
+
+def test_size_is_that_of_the_text_whatever_the_transfer_encoding():
+    plain = b"Subject: x\n\n" + b"word " * 100
+    encoded = b"Subject: x\nContent-Transfer-Encoding: base64\n\n" + base64.encodebytes(
+        b"word " * 100
+    )
+    assert shape_of(plain) == shape_of(encoded) == ["size:9", "links:0"]
+
+
+def test_html_share_of_mime_mail():
+    plain = b"Subject: x\n\nhello"
+    html = b"Subject: x\nContent-Type: text/html\n\n<p>hello</p>"
+    both = (
+        b"Subject: x\nContent-Type: multipart/alternative; boundary=b\n\n--b\n"
+        b"Content-Type: text/plain\n\nhello\n--b\nContent-Type: text/html\n\n<p>hello</p>\n--b--\n"
+    )
+    image = b"Subject: x\nContent-Type: image/png\n\nxx"
+    shares = [
+        [t for t in tokenize_raw(raw).token_counts if t.startswith("html:")]
+        for raw in (plain, html, both, image)
+    ]
+    assert shares == [["html:0"], ["html:4"], ["html:2"], ["html:none"]]
+
+
+def test_shape_tokens_are_three_at_most_whatever_the_input():
+    assert len(shape_tokens(10**12, ["url:x"] * 100_000, ["text/html"] * 1000)) == 3
+    huge = tokenize_raw(b"Subject: x\n\n" + b"http://a.example.org/ " * 200_000)
+    # 4.4 MB of links, read up to the 512 KiB scan cap: about 24,000 links
+    assert [t for t in huge.token_counts if t.startswith(("size:", "links:"))] == [
+        "size:20",
+        "links:15",
+    ]
+
+
+def test_no_shape_token_once_the_deadline_has_passed():
+    limits = TokenizerLimits(deadline=0.0, clock=lambda: 0.0)
+    assert tokenize_text("some words", limits=limits).token_counts == {}
+
+
+def test_a_message_without_any_other_token_gets_no_shape_token():
+    assert tokenize_text("").token_counts == {}
+    assert tokenize_text(" \n\t ").token_counts == {}
+    assert tokenize_raw(b"").token_counts == {}
