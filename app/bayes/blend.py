@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.bayes.counts import CountTable, IntArray
+from app.bayes.counts import CountArray, CountTable, IntArray
 
 
 def merge_counts(base: CountTable, extra: CountTable, *, base_weight: int = 1) -> CountTable:
@@ -53,8 +53,8 @@ def merge_counts_mapped(
         merged.set_counts(
             ids,
             classes,
-            base.token_docs.ravel() * base_weight,
-            base.token_terms.ravel() * base_weight,
+            base.token_docs.ravel().astype(np.int64) * base_weight,
+            base.token_terms.ravel().astype(np.int64) * base_weight,
         )
     texts = extra.tokens[:]
     extra_ids = np.fromiter((index for index, text in enumerate(texts) if text), np.int64, count=-1)
@@ -101,16 +101,19 @@ def restrict(table: CountTable, texts: Sequence[str]) -> CountTable:
     return part
 
 
-def _add_cells(table: CountTable, token_ids: IntArray, docs: IntArray, terms: IntArray) -> None:
-    """Add (n_classes, len(token_ids)) docs and terms to `table`'s cells of `token_ids`."""
+def _add_cells(table: CountTable, token_ids: IntArray, docs: CountArray, terms: CountArray) -> None:
+    """Add (n_classes, len(token_ids)) docs and terms to `table`'s cells of `token_ids`.
+
+    Summed as int64: two int32 counts can add up past int32 (the table widens to hold them).
+    """
     n_classes = len(table.classes)
     ids = np.tile(token_ids, n_classes)
     classes = np.repeat(np.arange(n_classes, dtype=np.int64), token_ids.size)
     table.set_counts(
         ids,
         classes,
-        table.token_docs[classes, ids] + docs.ravel(),
-        table.token_terms[classes, ids] + terms.ravel(),
+        table.token_docs[classes, ids].astype(np.int64) + docs.ravel(),
+        table.token_terms[classes, ids].astype(np.int64) + terms.ravel(),
     )
 
 

@@ -509,6 +509,12 @@ def read_message_counts(
     )
 
 
+_READ_COUNTS = (
+    f"SELECT token_id, class_index, docs, terms FROM {token_counts.name} "
+    "WHERE model_id = ? AND generation > ?"
+)
+
+
 def read_all_counts(
     conn: Connection, model_id: int
 ) -> tuple[IntArray, IntArray, IntArray, IntArray]:
