@@ -29,7 +29,6 @@ from app.service.classification import classify_batch
 from app.service.messages import Message
 from app.service.runtime import Runtime
 from app.service.training import train_batch
-from app.store.engine import Database
 from app.store.migrate import upgrade_schema
 from bench import data
 from bench.databases import fresh_database
@@ -37,20 +36,6 @@ from bench.many_models import rss_mb
 
 MAX_TOKENS = 20_000
 MAX_LEDGER = 500
-
-
-def tables_bytes(db: Database) -> int:
-    """SQLite: the file's pages in use; PostgreSQL: spamsift's tables, indexes and TOAST."""
-    if db.is_sqlite:
-        return int(db.size_bytes() or 0)
-    with db.transaction(write=False) as conn:
-        return int(
-            conn.exec_driver_sql(
-                "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c "
-                "JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE c.relkind = 'r' AND n.nspname = current_schema()"
-            ).scalar_one()
-        )
 
 
 def flatness(values: list[float]) -> float:
@@ -98,7 +83,7 @@ def run_stream(url: str, *, rounds: int, per_round: int, bounded: bool = True) -
                 {
                     "round": round_ + 1,
                     "trained": (round_ + 1) * per_round,
-                    "database_bytes": tables_bytes(rt.db),
+                    "database_bytes": rt.db.data_bytes(),
                     "rss_mb": rss_mb(),
                     "held_mb": rt.models.figures().bytes / 1024 / 1024,
                     "seconds": time.perf_counter() - started,

@@ -189,6 +189,21 @@ class Database:
                 conn.exec_driver_sql("SELECT pg_database_size(current_database())").scalar_one()
             )
 
+    def data_bytes(self) -> int:
+        """Return the bytes spamsift's own data takes: SQLite, the file's pages (as
+        `size_bytes`); PostgreSQL, spamsift's tables with their indexes and TOAST, without the
+        catalog, which is most of a small database's size and would hide its growth."""
+        if self.is_sqlite:
+            return int(self.size_bytes() or 0)
+        with self.transaction(write=False) as conn:
+            return int(
+                conn.exec_driver_sql(
+                    "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                    "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                    "WHERE c.relkind = 'r' AND n.nspname = current_schema()"
+                ).scalar_one()
+            )
+
     def reclaim_space(self, *, pages_per_step: int = RECLAIM_PAGES_PER_STEP) -> int:
         """SQLite: hand the pages that deletions freed back to the file system, at most
         `pages_per_step` per step, each step a short write of its own (a writer waits for one

@@ -13,7 +13,6 @@ from app.service.classification import classify_batch
 from app.service.messages import Message
 from app.service.runtime import Runtime
 from app.service.training import train_batch
-from app.store.engine import Database
 
 ROUNDS = 10
 PER_ROUND = 20
@@ -26,23 +25,6 @@ def stream_message(i: int, rng: random.Random) -> Message:
     common = [f"word{rng.randrange(300)}" for _ in range(60)]
     rare = [f"once{i}x{k}" for k in range(40)]
     return Message(text=" ".join(common + rare), message_id=f"<{i}@stream>")
-
-
-def database_size(db: Database) -> int:
-    """SQLite: the file's pages in use. PostgreSQL: spamsift's tables with their indexes and
-    TOAST (the database's own size is mostly the catalog, which would hide the growth)."""
-    if db.is_sqlite:
-        size = db.size_bytes()
-        assert size is not None
-        return size
-    with db.transaction(write=False) as conn:
-        return int(
-            conn.exec_driver_sql(
-                "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c "
-                "JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE c.relkind = 'r' AND n.nspname = current_schema()"
-            ).scalar_one()
-        )
 
 
 def test_the_database_and_memory_level_off_under_a_stream(runtime: Runtime) -> None:
@@ -77,7 +59,7 @@ def test_the_database_and_memory_level_off_under_a_stream(runtime: Runtime) -> N
                 # and the token indexes rebuilt (PostgreSQL never merges their sparse pages:
                 # without it they grow by every token ever made, 2.7 times in 40 rounds).
                 rt.db.vacuum()
-            sizes.append(database_size(rt.db))
+            sizes.append(rt.db.data_bytes())
     finally:
         rt.close()
 
