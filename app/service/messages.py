@@ -98,29 +98,33 @@ def header_message_id(raw: bytes) -> str | None:
     The same rule in the API, the CLI and every hook: a message classified by a mail server
     and reported later by its Message-ID is found under that id.
     """
-    header: list[bytes] = []
-    current = b""
-    for line in raw.split(b"\n"):
-        if line.startswith(b"From ") and not header and not current:
+    # The header ends at the first empty line at the latest (an empty line is no field): only
+    # the lines before it are split (splitting the body too cost more than all the rest), and
+    # a header without the field's name is done with at once.
+    blank_line = raw.find(b"\n\n")
+    head = raw if blank_line < 0 else raw[:blank_line]
+    if b"message-id:" not in head.lower():
+        return None  # a field's first line starts with its name and colon
+    in_header = False
+    value: bytes | None = None  # the first Message-ID field's value, continuation lines joined
+    for line in head.split(b"\n"):
+        if line.startswith(b"From ") and not in_header:
             continue  # an mbox envelope line
-        if line[:1] in (b" ", b"\t") and current:
-            current += line  # a continuation line belongs to the field before it
+        if line[:1] in (b" ", b"\t") and in_header:
+            if value is not None:
+                value += line  # a continuation line belongs to the field before it
             continue
-        if current:
-            header.append(current)
-        if not _FIELD_NAME.match(line):
-            current = b""
-            break  # the blank line (or the first line that is no header): the body starts
-        current = line
-    if current:
-        header.append(current)
-    for field in header:
-        name, _, value = field.partition(b":")
-        if name.strip().lower() == b"message-id":
-            text = " ".join(value.decode("utf-8", "replace").split())
-            if text and len(text) <= MAX_MESSAGE_ID_CHARS and text.isprintable():
-                return text
-            return None
+        if value is not None or not _FIELD_NAME.match(line):
+            break  # the field is complete, or the body starts (a line that is no field)
+        in_header = True
+        name, _, rest = line.partition(b":")
+        if name.lower() == b"message-id":
+            value = rest
+    if value is None:
+        return None
+    text = " ".join(value.decode("utf-8", "replace").split())
+    if text and len(text) <= MAX_MESSAGE_ID_CHARS and text.isprintable():
+        return text
     return None
 
 
