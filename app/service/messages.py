@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from app.errors import InvalidMessage, MessageTooLarge
-from app.text import TokenizedMessage, TokenizerLimits, tokenize_raw, tokenize_text
+from app.text import TokenizedMessage, TokenizerLimits, token_lines, tokenize_raw, tokenize_text
 
 MAX_MESSAGE_ID_CHARS = 255
 _FIELD_NAME = re.compile(rb"[!-9;-~]+:")  # RFC 5322 field name: printable ASCII but ':'
@@ -135,9 +135,8 @@ def check_message_id(message_id: str) -> None:
 
 def token_digest(token_counts: dict[str, int]) -> str:
     """sha256 of the lines "token<TAB>count" in token order (stored in message keys: the
-    bytes hashed must never change)."""
-    lines = [f"{token}\t{token_counts[token]}\n" for token in sorted(token_counts)]
-    return hashlib.sha256("".join(lines).encode()).hexdigest()
+    bytes hashed must never change; the compiled core makes them in one buffer)."""
+    return hashlib.sha256(token_lines(token_counts)).hexdigest()
 
 
 def message_key(message_id: str, digest: str) -> str:

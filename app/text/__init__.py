@@ -1,7 +1,8 @@
 """Message -> tokens, pure: no I/O but its packaged stop-word lists, no other room imported.
 
 Public interface: `tokenize_raw`, `tokenize_text`, `text_only`, `load_stop_words`,
-`TokenizerLimits`, `TokenizedMessage`, `evidence_count`; defect codes in `app.text.defects`.
+`TokenizerLimits`, `TokenizedMessage`, `evidence_count`, `token_lines`; defect codes in
+`app.text.defects`.
 """
 
 from app.text.limits import TokenizerLimits
@@ -11,6 +12,7 @@ from app.text.tokenize import (
     TokenizedMessage,
     evidence_count,
     text_only,
+    token_lines,
     tokenize,
     tokenize_raw,
     tokenize_text,
@@ -24,6 +26,7 @@ __all__ = [
     "load_stop_words",
     "parse_message",
     "text_only",
+    "token_lines",
     "tokenize",
     "tokenize_raw",
     "tokenize_text",

@@ -10,10 +10,17 @@ The rare paths (URLs, e-mail domains, over-long words, RFC 2047) call the Python
 so there is one definition of each of them.
 """
 
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_1BYTE_DATA, PyUnicode_1BYTE_KIND, PyUnicode_KIND
 from libc.stdint cimport uint8_t, uint64_t
-from libc.string cimport memcmp
+from libc.string cimport memcmp, memcpy
+
+
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object text)
 
 from app.text import defects
 from app.text.headers import (
@@ -505,3 +512,113 @@ def content_fields(fields) -> tuple:
             elif name == "content-transfer-encoding":
                 transfer_encoding = value.strip().lower()
     return content_type, disposition, transfer_encoding
+
+
+# What is read off the finished tokens (app.text.counts): a loop over the strings' own bytes
+# instead of a Python call per token.
+
+
+def count_prefixed(tokens, prefixes) -> int:
+    """counts.count_prefixed: how many of `tokens` start with `prefixes` (one, or a tuple)."""
+    cdef tuple wanted = (prefixes,) if isinstance(prefixes, str) else tuple(prefixes)
+    cdef Py_ssize_t count = 0
+    cdef Py_ssize_t length, prefix_length
+    cdef const uint8_t *data
+    cdef str prefix
+    cdef bint one_byte_prefixes = True
+    for prefix in wanted:
+        one_byte_prefixes = one_byte_prefixes and PyUnicode_KIND(prefix) == PyUnicode_1BYTE_KIND
+    for token in tokens:
+        if not (one_byte_prefixes and type(token) is str):
+            count += token.startswith(wanted)
+        elif PyUnicode_KIND(token) != PyUnicode_1BYTE_KIND:
+            # Wider characters: a one-byte prefix cannot be compared byte by byte.
+            count += (<str>token).startswith(wanted)
+        else:
+            data = <const uint8_t *>PyUnicode_1BYTE_DATA(token)
+            length = len(<str>token)
+            for prefix in wanted:
+                prefix_length = len(prefix)
+                if prefix_length <= length and memcmp(
+                    data, PyUnicode_1BYTE_DATA(prefix), prefix_length
+                ) == 0:
+                    count += 1
+                    break
+    return count
+
+
+cdef struct _Buffer:
+    char *data
+    Py_ssize_t size
+    Py_ssize_t capacity
+
+
+cdef int _append(_Buffer *buffer, const char *data, Py_ssize_t length) except -1:
+    cdef Py_ssize_t capacity
+    cdef char *grown
+    if buffer.size + length > buffer.capacity:
+        capacity = max(buffer.size + length, 2 * buffer.capacity, 4096)
+        grown = <char *>PyMem_Realloc(buffer.data, capacity)
+        if grown == NULL:
+            raise MemoryError()
+        buffer.data = grown
+        buffer.capacity = capacity
+    memcpy(buffer.data + buffer.size, data, length)
+    buffer.size += length
+    return 0
+
+
+cdef int _append_decimal(_Buffer *buffer, long long value) except -1:
+    """The digits of `value` as str(value) writes them."""
+    cdef char digits[24]
+    cdef int start = 24
+    cdef unsigned long long rest = (
+        <unsigned long long>(-(value + 1)) + 1 if value < 0 else <unsigned long long>value
+    )
+    while True:
+        start -= 1
+        digits[start] = <char>(48 + rest % 10)
+        rest //= 10
+        if rest == 0:
+            break
+    if value < 0:
+        start -= 1
+        digits[start] = 45  # "-"
+    return _append(buffer, digits + start, 24 - start)
+
+
+cdef int _append_text(_Buffer *buffer, object value) except -1:
+    """f"{value}" in strict UTF-8: an ASCII str is copied as it is."""
+    cdef bytes encoded
+    if type(value) is str and PyUnicode_IS_ASCII(value):
+        return _append(buffer, <const char *>PyUnicode_1BYTE_DATA(value), len(<str>value))
+    encoded = f"{value}".encode()
+    return _append(buffer, encoded, len(encoded))
+
+
+def token_lines(dict token_counts) -> bytes:
+    """counts.token_lines: the lines "token<TAB>count" in token order, UTF-8, in one buffer
+    (the Python reference makes a str per line, then joins and encodes them)."""
+    cdef list tokens = sorted(token_counts)
+    cdef _Buffer buffer
+    cdef long long value
+    cdef int overflow
+    buffer.data = NULL
+    buffer.size = 0
+    buffer.capacity = 0
+    try:
+        for token in tokens:
+            count = token_counts[token]
+            _append_text(&buffer, token)
+            _append(&buffer, "\t", 1)
+            overflow = 1
+            if type(count) is int:
+                value = PyLong_AsLongLongAndOverflow(count, &overflow)
+            if overflow:
+                _append_text(&buffer, count)
+            else:
+                _append_decimal(&buffer, value)
+            _append(&buffer, "\n", 1)
+        return PyBytes_FromStringAndSize(buffer.data, buffer.size)
+    finally:
+        PyMem_Free(buffer.data)

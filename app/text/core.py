@@ -6,11 +6,11 @@ the text room calls the hot functions through `active()`, so the choice is made 
 process (`use_core`, from the SPAMSIFT_TOKENIZER setting) and never per message.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from app.text import headers, words
+from app.text import counts, headers, words
 from app.text.limits import TokenizerLimits
 
 CoreChoice = Literal["auto", "python", "compiled"]
@@ -18,7 +18,7 @@ CoreChoice = Literal["auto", "python", "compiled"]
 
 @dataclass(frozen=True)
 class TokenCore:
-    """The hot functions of one implementation, named as in app.text.headers and words."""
+    """The hot functions of one implementation, named as in app.text.headers, words and counts."""
 
     name: Literal["python", "compiled"]
     split_header_block: Callable[[str, TokenizerLimits], headers.HeaderBlock]
@@ -29,6 +29,8 @@ class TokenCore:
         [Sequence[tuple[str, str]], str | None, set[str]], list[tuple[str, str]]
     ]
     content_fields: Callable[[Sequence[tuple[str, str]]], tuple[str | None, str | None, str]]
+    count_prefixed: Callable[[Iterable[str], str | tuple[str, ...]], int]
+    token_lines: Callable[[dict[str, int]], bytes]
 
 
 PYTHON = TokenCore(
@@ -39,6 +41,8 @@ PYTHON = TokenCore(
     word_tokens=words.word_tokens,
     decode_header_values=headers.decode_header_values,
     content_fields=headers.content_fields,
+    count_prefixed=counts.count_prefixed,
+    token_lines=counts.token_lines,
 )
 
 
@@ -55,6 +59,8 @@ def _compiled() -> TokenCore | None:
         word_tokens=_core.word_tokens,
         decode_header_values=_core.decode_header_values,
         content_fields=_core.content_fields,
+        count_prefixed=_core.count_prefixed,
+        token_lines=_core.token_lines,
     )
 
 

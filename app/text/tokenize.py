@@ -129,6 +129,11 @@ def evidence_count(token_counts: dict[str, int]) -> int:
     return sum(1 for token in token_counts if not token.startswith(DERIVED_PREFIXES))
 
 
+def token_lines(token_counts: dict[str, int]) -> bytes:
+    """Return the lines "token<TAB>count" in token order, UTF-8: what a message key hashes."""
+    return core.active().token_lines(token_counts)
+
+
 def count_tokens(
     tokens: Iterable[str], found: set[str], limits: TokenizerLimits
 ) -> TokenizedMessage:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from app.text import TokenizedMessage, TokenizerLimits, core, text_only, tokenize_raw, tokenize_text
 from app.text import headers as python_headers
 from app.text import words as python_words
+from app.text.tokenize import DERIVED_PREFIXES
 from tests.bad_inputs import BadInput, catalogue
 from tests.text.conftest import raw_bytes, read_corpus
 from tests.text.test_properties import mail_like
@@ -45,6 +46,14 @@ def assert_same(reference: TokenizedMessage, compiled: TokenizedMessage, what: s
     # Same emission order too: the first max_distinct_tokens kept depend on it.
     assert list(compiled.token_counts) == list(reference.token_counts), what
     assert compiled.defects == reference.defects, what
+    # What is read off the tokens: the lines a message key hashes, the prefixed tokens counted.
+    assert COMPILED.token_lines(compiled.token_counts) == core.PYTHON.token_lines(
+        reference.token_counts
+    ), what
+    for prefixes in ("url:", DERIVED_PREFIXES):
+        assert COMPILED.count_prefixed(compiled.token_counts, prefixes) == (
+            core.PYTHON.count_prefixed(reference.token_counts, prefixes)
+        ), what
 
 
 @pytest.mark.corpus
@@ -230,3 +239,40 @@ def test_threads_tokenizing_at_once_get_the_tokens_of_one_thread():
     finally:
         sys.setswitchinterval(interval)
         core.use_core(before.name)
+
+
+token_keys = st.one_of(
+    texts,
+    st.sampled_from(["url:a.example", "url:", "ur", "pair:a b", "size:3", "html:4", "\u4e2d"]),
+    st.sampled_from(["url:", "pair:", "caf\u00e9:"]).flatmap(
+        lambda prefix: texts.map(prefix.__add__)
+    ),
+)
+prefix_sets = st.one_of(
+    st.sampled_from(["url:", "", "caf\u00e9", "\u4e2d", "pair:"]),
+    st.lists(st.sampled_from(["pair:", "size:", "links:", "html:", "\u4e2d", ""]), max_size=4).map(
+        tuple
+    ),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(token_keys, max_size=40), prefix_sets)
+def test_prefixed_tokens_are_counted_the_same_both_ways(tokens, prefixes):
+    expected = core.PYTHON.count_prefixed(tokens, prefixes)
+    assert COMPILED.count_prefixed(tokens, prefixes) == expected
+    assert COMPILED.count_prefixed(dict.fromkeys(tokens, 1), prefixes) == (
+        core.PYTHON.count_prefixed(dict.fromkeys(tokens, 1), prefixes)
+    )
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(token_keys, st.one_of(st.integers(1, 10**6), st.integers()), max_size=40))
+def test_token_lines_are_the_same_both_ways(token_counts):
+    try:
+        expected = core.PYTHON.token_lines(token_counts)
+    except UnicodeEncodeError:  # a lone surrogate (the tokenizer removes them)
+        with pytest.raises(UnicodeEncodeError):
+            COMPILED.token_lines(token_counts)
+        return
+    assert COMPILED.token_lines(token_counts) == expected
