@@ -126,7 +126,7 @@ def evidence_count(token_counts: dict[str, int]) -> int:
     What a floor on the tokens needed to train counts: pairs and shape add no evidence of
     their own to a message of too few words.
     """
-    return sum(1 for token in token_counts if not token.startswith(DERIVED_PREFIXES))
+    return len(token_counts) - core.active().count_prefixed(token_counts, DERIVED_PREFIXES)
 
 
 def token_lines(token_counts: dict[str, int]) -> bytes:

@@ -2,7 +2,7 @@
 
 import base64
 
-from app.text import TokenizerLimits, tokenize_raw, tokenize_text
+from app.text import TokenizerLimits, evidence_count, tokenize_raw, tokenize_text
 from app.text.shape import magnitude, shape_tokens
 
 
@@ -71,3 +71,22 @@ def test_a_message_without_any_other_token_gets_no_shape_token():
     assert tokenize_text("").token_counts == {}
     assert tokenize_text(" \n\t ").token_counts == {}
     assert tokenize_raw(b"").token_counts == {}
+
+
+def test_links_count_every_url_token_with_either_core(token_core):
+    # URLs of the body text and HTML link targets, one of them twice.
+    raw = (
+        b"Subject: x\nContent-Type: text/html\n\n"
+        b'<a href="http://a.example.org/">http://b.example.org/</a> www.c.example.org'
+        b' <a href="http://b.example.org/">again</a>'
+    )
+    counts = tokenize_raw(raw).token_counts
+    urls = sum(count for token, count in counts.items() if token.startswith("url:"))
+    assert urls == 4
+    assert "links:3" in counts  # 4 has order of magnitude 3
+
+
+def test_evidence_leaves_out_pairs_and_shape_with_either_core(token_core):
+    counts = tokenize_text("cheap pills today").token_counts
+    assert evidence_count(counts) == 3  # cheap, pills, today; 2 pairs and 2 shape tokens not
+    assert len(counts) == 7
