@@ -20,7 +20,7 @@ from typing import Any
 
 from app.service.messages import Message, header_message_id, prepare, token_digest
 from app.text import TokenizerLimits, core, evidence_count, parse_message, tokenize, tokenize_raw
-from app.text.pairs import _SKIPPED_WORDS, pair_tokens
+from app.text.pairs import _SKIPPED_WORDS
 from app.text.tokenize import DERIVED_PREFIXES
 from app.text.words import normalize_text
 from bench import data
@@ -112,7 +112,7 @@ def main() -> None:
         "evidence_count, before": ("python", each(evidence_before, counts)),
         "evidence_count, now": ("", each(evidence_count, counts)),
         "pair_tokens, before": ("python", each(lambda t: pairs_before(t, chars), texts)),
-        "pair_tokens, now": ("", each(lambda t: pair_tokens(t, chars), texts)),
+        "pair_tokens, now": ("", each(lambda t: active().pair_tokens(t, chars), texts)),
         "token_digest, before": ("python", each(digest_before, counts)),
         "token_digest, now": ("", each(token_digest, counts)),
         "header_message_id, before": ("python", each(message_id_before, raws)),

@@ -32,6 +32,7 @@ from app.text.headers import (
     HeaderBlock,
     decode_header_value,
 )
+from app.text.pairs import _SKIPPED_WORDS
 from app.text.words import _INVISIBLE, _URL, skip_token, url_tokens
 from app.text.words import normalize_text as _normalize_non_ascii
 
@@ -512,6 +513,27 @@ def content_fields(fields) -> tuple:
             elif name == "content-transfer-encoding":
                 transfer_encoding = value.strip().lower()
     return content_type, disposition, transfer_encoding
+
+
+cdef frozenset _skipped_words = _SKIPPED_WORDS
+
+
+def pair_tokens(list tokens, int max_token_chars) -> list:
+    """pairs.pair_tokens: `pair:a b` for each two adjacent content words, in order, in one
+    pass (the reference filters the words into a list first)."""
+    cdef list pairs = []
+    cdef str previous = None
+    cdef str word
+    for word in tokens:
+        if word in _skipped_words or ":" in word:
+            continue
+        if previous is not None:
+            if len(previous) + len(word) < max_token_chars:
+                pairs.append(f"pair:{previous} {word}")
+            else:
+                pairs.append(f"pair:{(previous + ' ' + word)[:max_token_chars]}")
+        previous = word
+    return pairs
 
 
 # What is read off the finished tokens (app.text.counts): a loop over the strings' own bytes

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from app.text import counts, headers, words
+from app.text import counts, headers, pairs, words
 from app.text.limits import TokenizerLimits
 
 CoreChoice = Literal["auto", "python", "compiled"]
@@ -18,7 +18,8 @@ CoreChoice = Literal["auto", "python", "compiled"]
 
 @dataclass(frozen=True)
 class TokenCore:
-    """The hot functions of one implementation, named as in app.text.headers, words and counts."""
+    """The hot functions of one implementation, named as in app.text.headers, words, pairs
+    and counts."""
 
     name: Literal["python", "compiled"]
     split_header_block: Callable[[str, TokenizerLimits], headers.HeaderBlock]
@@ -29,6 +30,7 @@ class TokenCore:
         [Sequence[tuple[str, str]], str | None, set[str]], list[tuple[str, str]]
     ]
     content_fields: Callable[[Sequence[tuple[str, str]]], tuple[str | None, str | None, str]]
+    pair_tokens: Callable[[list[str], int], list[str]]
     count_prefixed: Callable[[Iterable[str], str | tuple[str, ...]], int]
     token_lines: Callable[[dict[str, int]], bytes]
 
@@ -41,6 +43,7 @@ PYTHON = TokenCore(
     word_tokens=words.word_tokens,
     decode_header_values=headers.decode_header_values,
     content_fields=headers.content_fields,
+    pair_tokens=pairs.pair_tokens,
     count_prefixed=counts.count_prefixed,
     token_lines=counts.token_lines,
 )
@@ -59,6 +62,7 @@ def _compiled() -> TokenCore | None:
         word_tokens=_core.word_tokens,
         decode_header_values=_core.decode_header_values,
         content_fields=_core.content_fields,
+        pair_tokens=_core.pair_tokens,
         count_prefixed=_core.count_prefixed,
         token_lines=_core.token_lines,
     )

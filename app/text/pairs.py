@@ -35,9 +35,3 @@ def pair_tokens(tokens: list[str], max_token_chars: int) -> list[str]:
         else f"pair:{(first + ' ' + second)[:max_token_chars]}"
         for first, second in zip(words, islice(words, 1, None), strict=False)
     ]
-
-
-def with_pairs(tokens: list[str], max_token_chars: int) -> list[str]:
-    """Return `tokens` followed by their word pairs."""
-    tokens.extend(pair_tokens(tokens, max_token_chars))
-    return tokens

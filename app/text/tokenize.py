@@ -16,7 +16,6 @@ from itertools import islice
 from app.text import core, defects
 from app.text.limits import DEFAULT_LIMITS, TokenizerLimits
 from app.text.mime import ParsedMessage, parse_message
-from app.text.pairs import with_pairs
 from app.text.shape import shape_tokens
 from app.text.words import normalize_text, url_tokens
 
@@ -62,6 +61,12 @@ def body_tokens(
         if limits.out_of_time(found if found is not None else set()):
             break
         tokens.extend(with_pairs(core.active().text_tokens(normalize_text(text), chars), chars))
+    return tokens
+
+
+def with_pairs(tokens: list[str], max_token_chars: int) -> list[str]:
+    """Return `tokens` followed by their word pairs (app.text.pairs)."""
+    tokens.extend(core.active().pair_tokens(tokens, max_token_chars))
     return tokens
 
 

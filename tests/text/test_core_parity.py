@@ -276,3 +276,21 @@ def test_token_lines_are_the_same_both_ways(token_counts):
             COMPILED.token_lines(token_counts)
         return
     assert COMPILED.token_lines(token_counts) == expected
+
+
+pair_inputs = st.lists(
+    st.one_of(
+        texts,
+        st.sampled_from(["the", "a", "of", "cheap", "pills", "url:x.org", "digits:4", "skip:a 90"]),
+        st.sampled_from(["caf\u00e9", "\u4e2d\u6587", "x" * 45, "\U0001f600"]),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(pair_inputs, st.integers(min_value=1, max_value=46))
+def test_word_pairs_are_the_same_both_ways(tokens, max_token_chars):
+    assert COMPILED.pair_tokens(tokens, max_token_chars) == core.PYTHON.pair_tokens(
+        tokens, max_token_chars
+    )

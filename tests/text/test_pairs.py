@@ -2,6 +2,8 @@
 
 import time
 
+import pytest
+
 from app.text.pairs import pair_tokens
 
 MAX_CHARS = 40
@@ -54,4 +56,22 @@ def test_time_grows_linearly_with_the_number_of_words():
 
     small, large = cpu_seconds(20_000), cpu_seconds(200_000)
     # 10x the words: well under 100x the time (quadratic), with room for a noisy machine
+    assert large < 40 * max(small, 1e-3)
+
+
+def test_compiled_pairs_take_time_linear_in_the_words_too():
+    from app.text import core
+
+    if core.COMPILED is None:
+        pytest.skip("the compiled token core (app.text._core) is not built")
+    compiled_pairs = core.COMPILED.pair_tokens
+
+    def cpu_seconds(count: int) -> float:
+        words = ["word"] * count
+        start = time.thread_time()
+        for _ in range(5):
+            compiled_pairs(words, MAX_CHARS)
+        return time.thread_time() - start
+
+    small, large = cpu_seconds(20_000), cpu_seconds(200_000)
     assert large < 40 * max(small, 1e-3)
