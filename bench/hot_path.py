@@ -1,10 +1,11 @@
 """What each step of the tokenizer's hot path costs: `python -m bench.hot_path [runs]`.
 
-CPU milliseconds per message over the SpamAssassin test split (what /tmp-style profiles of
-classify showed hot besides the word loops): each step as session 5 wrote it (kept below as
-the baseline, the same code the tests keep as their oracle) against the step that runs now,
-with the Python and with the compiled core. The variants take turns run by run; medians.
-The last rows are the whole of `prepare` (tokenize, Message-ID, key) with each core.
+CPU milliseconds per message over the SpamAssassin test split, for the steps a profile of
+classify found hot besides the word loops: each step as it was before this work (commit
+980aa9f; its code is kept below as the baseline, the same code the tests keep as their
+oracle) against the step that runs now, with the Python and with the compiled core. The
+variants take turns run by run; medians. The last rows are the whole of `prepare`
+(tokenize, Message-ID, key) with each core.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ LIMITS = TokenizerLimits()
 _FIELD_NAME = re.compile(rb"[!-9;-~]+:")
 
 
-# -- the steps as session 5 wrote them ------------------------------------------------------
+# -- the steps as they were before ------------------------------------------------------------
 
 
 def links_before(tokens: list[str]) -> int:
