@@ -1,0 +1,463 @@
+"""7. The speed targets in one table: each measured with the compiled token core and with the
+pure-Python core forced, next to bogofilter's figure from the same run.
+
+    python -m bench --only targets            # full size (see docs/performance.md for how long)
+    python -m bench --only targets --quick    # tiny sizes: the smoke run
+
+The rows reuse the other parts' measurements, at their sizes, on the SpamAssassin split of
+`spamsift evaluate` (4,868 training and 1,178 test messages):
+
+- classify in process: `classify_batch` (batches of 1,000, warm model, one process) against
+  bogofilter's bulk scoring (`-T -b`), messages per CPU second (this process's; bogofilter's
+  from its rusage);
+- classify over HTTP: batches of 100 from two clients to `spamsift serve --workers 2` on
+  SQLite, messages per second (wall) and per CPU second of the server's processes;
+- train in batches: `train_batch` (batches of 500) into a fresh SQLite and PostgreSQL
+  database against bogofilter's bulk registration (`-s -b`, `-n -b`) into an empty word list;
+  per CPU second (this process's: PostgreSQL's own work is not in it, so its wall rate is
+  shown too) and per second;
+- single-message classify over HTTP (message/rfc822, the same server): requests per second
+  at 1, 10 and 50 clients in a closed loop, and p99 latency of 50 clients in an open loop at
+  80 % of the 50-client rate;
+- a 1,000,000-token model on SQLite (bench.memory): the model's own memory, (server RSS after
+  loading it and 100 classifications - the idle server's RSS) / tokens, and the first
+  classification's wall time after the server starts;
+- accuracy: 1-ROCA % and the spam missed at <= 0.1 % false positives on the batch split of
+  SpamAssassin (bench.accuracy); every corpus and the online protocol are
+  `python -m bench.accuracy`.
+
+Runs alternate between bogofilter and the two cores in process, and between the two cores for
+the 1 M-token model; each HTTP server (one per core) is measured in turn. Each figure is the
+median of the runs with its spread; a ratio is spamsift's median / bogofilter's median.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from app.text.core import COMPILED, CoreChoice, use_core
+from bench import accuracy, data
+from bench.databases import fresh_database
+from bench.memory import build_model, measure_served_model
+from bench.server import Server, serve
+from bench.serving import OPEN_LOOP_SHARE, classify_requests, measure_classify_single
+from bench.timing import ratio, summary
+from bench.versus_bogofilter import (
+    Bogofilter,
+    Timings,
+    bogofilter_version,
+    find_bogofilter,
+    for_model,
+    http_batch_runs,
+    in_process_run,
+)
+
+Goal = Literal["ratio", "at_most", "same", "report"]
+CORE_LABELS = {"compiled": "compiled core", "python": "pure-Python core"}
+
+
+@dataclass(frozen=True)
+class Target:
+    """One row: what is measured, its goal, and the medians (with spread) per core."""
+
+    name: str
+    goal: Goal
+    measured: dict[str, dict[str, Any] | None]  # core -> summary
+    bogofilter: dict[str, Any] | None = None
+    limit: float = 1.0  # the ratio to reach, or the value not to exceed
+
+    @property
+    def goal_text(self) -> str:
+        return {
+            "ratio": f"ratio ≥ {self.limit:g}",
+            "at_most": f"≤ {self.limit:g}",
+            "same": "same with both cores",
+            "report": "(reported)",
+        }[self.goal]
+
+    def ratio(self, core: str) -> float | None:
+        ours = self.measured.get(core)
+        if ours is None or self.bogofilter is None:
+            return None
+        return ratio(ours, self.bogofilter)
+
+    def met(self, core: str) -> bool | None:
+        ours = self.measured.get(core)
+        if ours is None or ours.get("median") is None:
+            return None
+        if self.goal == "ratio":
+            value = self.ratio(core)
+            return None if value is None else value >= self.limit
+        if self.goal == "at_most":
+            return bool(ours["median"] <= self.limit)
+        if self.goal == "same":
+            medians = {s["median"] for s in self.measured.values() if s is not None}
+            return len(medians) == 1
+        return None
+
+    def as_dict(self, cores: tuple[str, ...]) -> dict[str, Any]:
+        return {
+            "target": self.name,
+            "goal": self.goal_text,
+            **{core: self.measured.get(core) for core in cores},
+            "bogofilter": self.bogofilter,
+            **{f"ratio_{core}": self.ratio(core) for core in cores},
+            **{f"met_{core}": self.met(core) for core in cores},
+        }
+
+
+def run(quick: bool, postgres_url: str | None) -> dict[str, Any]:
+    from bench.run import machine  # bench.run imports this module when the part runs
+
+    started = time.perf_counter()
+    at_start = machine()
+    runs = 1 if quick else 3
+    cores: tuple[CoreChoice, ...] = ("compiled", "python") if COMPILED is not None else ("python",)
+    kinds = ["sqlite"] + (["postgresql"] if postgres_url else [])
+    split = data.split(
+        "spamassassin", train_limit=60 if quick else None, test_limit=30 if quick else None
+    )
+    bogofilter_path, how = find_bogofilter(install=not quick)
+    results: dict[str, Any] = {
+        "corpus": "spamassassin",
+        "train_messages": len(split.train),
+        "test_messages": len(split.test),
+        "cores": list(cores),
+        "runs": runs,
+        "bogofilter": {"status": how},
+        "machine": at_start,
+    }
+    try:
+        with tempfile.TemporaryDirectory(prefix="spamsift-bench-") as tmp:
+            folder = Path(tmp)
+            results["in_process"] = in_process(
+                split, folder, cores, kinds, postgres_url, bogofilter_path, runs
+            )
+            results["http"] = {
+                core: over_http(split, folder, core, quick=quick, runs=runs) for core in cores
+            }
+            results["model_1m"] = big_model(folder, cores, quick=quick, runs=runs)
+            results["accuracy"] = accuracy_rows(folder, cores, bogofilter_path, quick=quick)
+    finally:
+        use_core("auto")  # the parts after this one run the process's default core
+    if bogofilter_path:
+        results["bogofilter"]["version"] = bogofilter_version(bogofilter_path)
+    targets = target_rows(results, cores, kinds)
+    results["targets"] = [t.as_dict(cores) for t in targets]
+    results["table"] = [table_row(t, cores) for t in targets]
+    results["load_average_1min_at_end"] = os.getloadavg()[0]
+    results["minutes"] = round((time.perf_counter() - started) / 60, 1)
+    results["markdown"] = [about(results), "", *markdown(targets, cores)]
+    results["notes"] = [
+        f"{len(split.train)} training and {len(split.test)} test messages of the spamassassin "
+        f"split; {runs} run(s) each; bogofilter: {results['bogofilter'].get('version') or how}",
+        "in process, runs alternate between bogofilter and both cores; each HTTP server (one "
+        "per core, --workers 2, SQLite) is measured in turn; the load generator shares the "
+        "cores with the server",
+        "CPU time of training on PostgreSQL is this process's only (the database server's "
+        "is not in it): read its wall rate beside it",
+    ]
+    return results
+
+
+def in_process(
+    split: data.Split,
+    folder: Path,
+    cores: tuple[CoreChoice, ...],
+    kinds: list[str],
+    postgres_url: str | None,
+    bogofilter_path: str | None,
+    runs: int,
+) -> dict[str, Any]:
+    """Train (every database) and classify (SQLite, warm model) in process with each core,
+    and bogofilter in bulk mode, the runs alternating between them."""
+    peer = Bogofilter(bogofilter_path, split, folder / "bf") if bogofilter_path else None
+    peer_train, peer_classify = Timings(), Timings()
+    train = {core: {kind: Timings() for kind in kinds} for core in cores}
+    classify = {core: Timings() for core in cores}
+    for run in range(runs):
+        if peer is not None:
+            peer.train(run, peer_train)
+            peer.classify(peer_classify)
+        for core in cores:
+            for kind in kinds:
+                chosen = {1: classify[core]} if kind == "sqlite" else {}
+                in_process_run(
+                    split, folder, kind, postgres_url, train[core][kind], chosen, token_core=core
+                )
+    n_train, n_test = len(split.train), len(split.test)
+    return {
+        "bogofilter": {"train": peer_train.rates(n_train), "classify": peer_classify.rates(n_test)}
+        if peer is not None
+        else None,
+        **{
+            core: {
+                "classify": classify[core].rates(n_test),
+                **{f"train_{kind}": train[core][kind].rates(n_train) for kind in kinds},
+            }
+            for core in cores
+        },
+    }
+
+
+def over_http(
+    split: data.Split, folder: Path, core: CoreChoice, *, quick: bool, runs: int
+) -> dict[str, Any]:
+    """One `spamsift serve --workers 2` on SQLite running `core`: a model trained in batches,
+    then batch classify and single-message classify against it."""
+    with (
+        fresh_database("sqlite", folder, None) as url,
+        serve(url, workers=2, folder=folder, tokenizer=core) as server,
+    ):
+        running = served_core(server)
+        if running != core:
+            raise RuntimeError(f"the server runs the {running} core, not the {core} one")
+        train, classify, model = http_batch_runs(server, split, train_runs=1, classify_runs=runs)
+        requests = [for_model(r, model) for r in classify_requests(split.test)]
+        closed, open_loop = measure_classify_single(server, requests, quick=quick, runs=runs)
+    return {
+        "token_core": running,
+        "train_batch": train.rates(len(split.train)),
+        "classify_batch": classify.rates(len(split.test)),
+        "classify_single": closed,
+        "classify_single_open_loop": open_loop,
+    }
+
+
+def served_core(server: Server) -> str:
+    """The token core the server says it runs (/healthz)."""
+    with urllib.request.urlopen(f"{server.base_url}/healthz", timeout=10) as answer:
+        return str(json.loads(answer.read())["token_core"])
+
+
+def big_model(
+    folder: Path, cores: tuple[CoreChoice, ...], *, quick: bool, runs: int
+) -> dict[str, Any]:
+    """bench.memory's 1 M-token model on SQLite, served by each core in turn, `runs` times."""
+    n_tokens = 20_000 if quick else 1_000_000
+    measured: dict[str, list[dict[str, Any]]] = {core: [] for core in cores}
+    with fresh_database("sqlite", folder, None) as url:
+        build_seconds = build_model(url, n_tokens)
+        for run in range(runs):
+            for core in cores:
+                measured[core].append(
+                    measure_served_model(
+                        url, folder, n_tokens, tokenizer=core, train_id=f"probe-{core}-{run}"
+                    )
+                )
+    return {
+        "tokens": n_tokens,
+        "build_seconds": round(build_seconds, 1),
+        "runs": measured,
+        **{
+            core: {
+                name: summary([entry[name] for entry in entries], digits=2)
+                for name in (
+                    "model_bytes_per_token",
+                    "first_classify_seconds",
+                    "first_classify_cpu_seconds",
+                    "load_seconds",
+                    "load_cpu_seconds",
+                )
+            }
+            for core, entries in measured.items()
+        },
+    }
+
+
+def accuracy_rows(
+    folder: Path, cores: tuple[CoreChoice, ...], bogofilter_path: str | None, *, quick: bool
+) -> dict[str, Any]:
+    """bench.accuracy's batch protocol on the SpamAssassin view, tokenized by each core."""
+    view = accuracy.VIEWS[0]  # spamassassin, headers and all
+    messages = data.spread(data.load(view.corpus), 300 if quick else None)
+    (folder / "accuracy").mkdir()
+    peer = accuracy.Bogofilter(bogofilter_path, folder / "accuracy") if bogofilter_path else None
+    result: dict[str, Any] = {"view": view.name, "messages": len(messages)}
+    for core in cores:
+        use_core(core)
+        measured = accuracy.run_view(
+            view,
+            messages,
+            accuracy.config_from([]),
+            train_mode="all",
+            dropped=(),
+            bogofilter=peer,
+            folder=folder / f"accuracy-{core}",
+            protocols=("batch",),
+        )["batch"]
+        result[core] = measured["spamsift"]
+        result["test_messages"] = measured["test_messages"]
+        if "bogofilter" in measured:
+            result["bogofilter"] = measured["bogofilter"]
+            peer = None  # bogofilter's figure does not depend on our core: measured once
+    return result
+
+
+def target_rows(results: dict[str, Any], cores: tuple[str, ...], kinds: list[str]) -> list[Target]:
+    inproc, http, big, acc = (
+        results["in_process"],
+        results["http"],
+        results["model_1m"],
+        results["accuracy"],
+    )
+    peer = inproc["bogofilter"]
+
+    def each(pick: Callable[[str], dict[str, Any] | None]) -> dict[str, dict[str, Any] | None]:
+        return {core: pick(core) for core in cores}
+
+    def fixed(value: float | None) -> dict[str, Any]:
+        return summary([] if value is None else [value], digits=4)
+
+    rows = [
+        Target(
+            "classify in process, msg/CPU-s",
+            "ratio",
+            each(lambda c: inproc[c]["classify"]["msgs_per_cpu_s"]),
+            peer and peer["classify"]["msgs_per_cpu_s"],
+        ),
+        Target(
+            "classify over HTTP, batches of 100, --workers 2, msg/s (wall)",
+            "ratio",
+            each(lambda c: http[c]["classify_batch"]["msgs_per_s"]),
+            peer and peer["classify"]["msgs_per_s"],
+        ),
+        Target(
+            "classify over HTTP, batches of 100, --workers 2, msg/CPU-s (server)",
+            "ratio",
+            each(lambda c: http[c]["classify_batch"]["msgs_per_cpu_s"]),
+            peer and peer["classify"]["msgs_per_cpu_s"],
+        ),
+    ]
+    for kind in kinds:
+        name = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}[kind]
+        rows += [
+            Target(
+                f"train in batches of 500, {name}, msg/CPU-s",
+                "ratio",
+                each(lambda c, k=kind: inproc[c][f"train_{k}"]["msgs_per_cpu_s"]),
+                peer and peer["train"]["msgs_per_cpu_s"],
+            ),
+            Target(
+                f"train in batches of 500, {name}, msg/s (wall)",
+                "ratio",
+                each(lambda c, k=kind: inproc[c][f"train_{k}"]["msgs_per_s"]),
+                peer and peer["train"]["msgs_per_s"],
+            ),
+        ]
+    for clients in (1, 10, 50):
+        rows.append(
+            Target(
+                f"single-message classify over HTTP, {clients} client"
+                + ("s" if clients > 1 else "")
+                + ", req/s",
+                "report",
+                each(lambda c, n=clients: http[c]["classify_single"][n]["items_per_s"]),
+            )
+        )
+    rows += [
+        Target(
+            f"p99 of 50 clients, open loop at {OPEN_LOOP_SHARE:.0%} of the 50-client rate, ms",
+            "at_most",
+            each(lambda c: http[c]["classify_single_open_loop"]["p99_ms"]),
+            limit=20,
+        ),
+        Target(
+            f"{big['tokens']:,}-token model: model's own memory, bytes/token",
+            "at_most",
+            each(lambda c: big[c]["model_bytes_per_token"]),
+            limit=60,
+        ),
+        Target(
+            f"{big['tokens']:,}-token model: first classification, s (wall)",
+            "at_most",
+            each(lambda c: big[c]["first_classify_seconds"]),
+            limit=2,
+        ),
+        Target(
+            f"{big['tokens']:,}-token model: first request loading it (train 1), s (wall)",
+            "report",
+            each(lambda c: big[c]["load_seconds"]),
+        ),
+        Target(
+            f"accuracy, spamassassin batch split ({acc['test_messages']} test): 1-ROCA % "
+            "(lower is better)",
+            "same",
+            each(lambda c: fixed(acc[c]["one_minus_roca_percent"])),
+            fixed(acc["bogofilter"]["one_minus_roca_percent"]) if "bogofilter" in acc else None,
+        ),
+        Target(
+            "accuracy, same split: spam missed at ≤ 0.1 % false positives, % (lower is better)",
+            "same",
+            each(lambda c: fixed(100 * acc[c]["fnr_at_max_fpr"])),
+            fixed(100 * acc["bogofilter"]["fnr_at_max_fpr"]) if "bogofilter" in acc else None,
+        ),
+    ]
+    return rows
+
+
+def about(results: dict[str, Any]) -> str:
+    """Where and how the table was measured, in one sentence above it."""
+    where = results["machine"]
+    return (
+        f"{where['cpu']}, {where['cpus']} CPUs, Python {where['python']}, {where['date']}; "
+        f"load average (1 min) {where['load_average_1min_at_start']:.2f} at the start and "
+        f"{results['load_average_1min_at_end']:.2f} at the end; "
+        f"bogofilter {results['bogofilter'].get('version') or 'absent'}; "
+        f"{results['runs']} run(s) per figure; {results['minutes']} minutes."
+    )
+
+
+def _met(value: bool | None) -> str:
+    return "—" if value is None else ("yes" if value else "no")
+
+
+def _ratio(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def table_row(target: Target, cores: tuple[str, ...]) -> dict[str, Any]:
+    """The row as bench.run prints it (its cells formatted there)."""
+    row: dict[str, Any] = {"target": target.name, "goal": target.goal_text}
+    for core in cores:
+        row[CORE_LABELS[core]] = target.measured.get(core) or "—"
+    row["bogofilter"] = target.bogofilter or "—"
+    for core in cores:
+        row[f"{core} ratio"] = _ratio(target.ratio(core))
+    row["met"] = " / ".join(_met(target.met(core)) for core in cores)
+    return row
+
+
+def markdown(targets: list[Target], cores: tuple[str, ...]) -> list[str]:
+    """The table as markdown, ready to paste: medians ± spread (max - min, % of the median)."""
+    from bench.run import cell  # bench.run imports this module when the part runs
+
+    head = (
+        ["target", "goal"]
+        + [CORE_LABELS[c] for c in cores]
+        + ["bogofilter"]
+        + [f"{CORE_LABELS[c]} / bogofilter" for c in cores]
+        + ["met (" + ", ".join(cores) + ")"]
+    )
+    lines = [
+        "| " + " | ".join(head) + " |",
+        "|" + "|".join(["---", "---"] + ["---:"] * (2 * len(cores) + 1) + ["---"]) + "|",
+    ]
+    for target in targets:
+        values = (
+            [target.name, target.goal_text]
+            + [cell(target.measured.get(c) or "—") for c in cores]
+            + [cell(target.bogofilter or "—")]
+            + [_ratio(target.ratio(c)) for c in cores]
+            + [" / ".join(_met(target.met(c)) for c in cores)]
+        )
+        lines.append("| " + " | ".join(values) + " |")
+    return lines
