@@ -58,3 +58,11 @@ def test_the_markdown_table_has_one_line_per_target_and_the_same_columns() -> No
     assert {line.count("|") for line in lines} == {9}
     assert "| 0.90 | 0.50 | no / no |" in lines[2]
     assert lines[3].endswith("| — / yes |")
+
+
+def test_a_limit_row_shows_bogofilters_figure_without_a_ratio() -> None:
+    target = Target(
+        "first classification", "at_most", {"compiled": summary([1.5])}, summary([0.02]), limit=2
+    )
+    assert target.ratio("compiled") is None
+    assert target.met("compiled") is True
