@@ -39,9 +39,11 @@ import shutil
 import subprocess
 import tempfile
 import time
+import traceback
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -156,7 +158,14 @@ def run(quick: bool, postgres_url: str | None) -> dict[str, Any]:
             results["section_seconds"] = {}
             for name, measure in sections.items():
                 section_started = time.perf_counter()
-                results[name] = measure()
+                try:
+                    results[name] = measure()
+                except Exception as error:  # the other sections still fill their rows
+                    results.setdefault("errors", {})[name] = {
+                        "error": f"{type(error).__name__}: {error}",
+                        "traceback": traceback.format_exc(),
+                    }
+                    results[name] = None
                 results["section_seconds"][name] = round(time.perf_counter() - section_started)
     finally:
         use_core("auto")  # the parts after this one run the process's default core
@@ -176,6 +185,7 @@ def run(quick: bool, postgres_url: str | None) -> dict[str, Any]:
         "cores with the server",
         "CPU time of training on PostgreSQL is this process's only (the database server's "
         "is not in it): read its wall rate beside it",
+        *(f"{name} FAILED: {e['error']}" for name, e in results.get("errors", {}).items()),
     ]
     return results
 
@@ -232,7 +242,12 @@ def over_http(
         running = served_core(server)
         if running != core:
             raise RuntimeError(f"the server runs the {running} core, not the {core} one")
-        train, classify, model = http_batch_runs(server, split, train_runs=1, classify_runs=runs)
+        # One training client: the model is what is needed here, and two workers writing
+        # 500-message batches into SQLite at once can outwait its busy timeout (503) on a
+        # loaded machine.
+        train, classify, model = http_batch_runs(
+            server, split, train_runs=1, classify_runs=runs, train_clients=1
+        )
         requests = [for_model(r, model) for r in classify_requests(split.test)]
         closed, open_loop = measure_classify_single(server, requests, quick=quick, runs=runs)
     return {
@@ -384,6 +399,14 @@ def accuracy_rows(
     return result
 
 
+def peer_of(pick: Callable[[], dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The figure `pick` reads, or None where its section failed (or bogofilter is absent)."""
+    try:
+        return pick()
+    except (KeyError, TypeError):
+        return None
+
+
 def target_rows(results: dict[str, Any], cores: tuple[str, ...], kinds: list[str]) -> list[Target]:
     inproc, http, big, acc = (
         results["in_process"],
@@ -391,10 +414,11 @@ def target_rows(results: dict[str, Any], cores: tuple[str, ...], kinds: list[str
         results["model_1m"],
         results["accuracy"],
     )
-    peer = inproc["bogofilter"]
+    tokens = f"{big['tokens']:,}-token" if big else "1 M-token"
+    test_messages = f"{acc['test_messages']} test" if acc else "failed"
 
     def each(pick: Callable[[str], dict[str, Any] | None]) -> dict[str, dict[str, Any] | None]:
-        return {core: pick(core) for core in cores}
+        return {core: peer_of(partial(pick, core)) for core in cores}
 
     def fixed(value: float | None) -> dict[str, Any]:
         return summary([] if value is None else [value], digits=4)
@@ -404,19 +428,19 @@ def target_rows(results: dict[str, Any], cores: tuple[str, ...], kinds: list[str
             "classify in process, msg/CPU-s",
             "ratio",
             each(lambda c: inproc[c]["classify"]["msgs_per_cpu_s"]),
-            peer and peer["classify"]["msgs_per_cpu_s"],
+            peer_of(lambda: inproc["bogofilter"]["classify"]["msgs_per_cpu_s"]),
         ),
         Target(
             "classify over HTTP, batches of 100, --workers 2, msg/s (wall)",
             "ratio",
             each(lambda c: http[c]["classify_batch"]["msgs_per_s"]),
-            peer and peer["classify"]["msgs_per_s"],
+            peer_of(lambda: inproc["bogofilter"]["classify"]["msgs_per_s"]),
         ),
         Target(
             "classify over HTTP, batches of 100, --workers 2, msg/CPU-s (server)",
             "ratio",
             each(lambda c: http[c]["classify_batch"]["msgs_per_cpu_s"]),
-            peer and peer["classify"]["msgs_per_cpu_s"],
+            peer_of(lambda: inproc["bogofilter"]["classify"]["msgs_per_cpu_s"]),
         ),
     ]
     for kind in kinds:
@@ -426,13 +450,13 @@ def target_rows(results: dict[str, Any], cores: tuple[str, ...], kinds: list[str
                 f"train in batches of 500, {name}, msg/CPU-s",
                 "ratio",
                 each(lambda c, k=kind: inproc[c][f"train_{k}"]["msgs_per_cpu_s"]),
-                peer and peer["train"]["msgs_per_cpu_s"],
+                peer_of(lambda: inproc["bogofilter"]["train"]["msgs_per_cpu_s"]),
             ),
             Target(
                 f"train in batches of 500, {name}, msg/s (wall)",
                 "ratio",
                 each(lambda c, k=kind: inproc[c][f"train_{k}"]["msgs_per_s"]),
-                peer and peer["train"]["msgs_per_s"],
+                peer_of(lambda: inproc["bogofilter"]["train"]["msgs_per_s"]),
             ),
         ]
     for clients in (1, 10, 50):
@@ -453,36 +477,35 @@ def target_rows(results: dict[str, Any], cores: tuple[str, ...], kinds: list[str
             limit=20,
         ),
         Target(
-            f"{big['tokens']:,}-token model: model's own memory, bytes/token",
+            f"{tokens} model: model's own memory, bytes/token",
             "at_most",
             each(lambda c: big[c]["model_bytes_per_token"]),
-            big["bogofilter"] and big["bogofilter"]["model_bytes_per_token"],
+            peer_of(lambda: big["bogofilter"]["model_bytes_per_token"]),
             limit=60,
         ),
         Target(
-            f"{big['tokens']:,}-token model: first classification, s (wall)",
+            f"{tokens} model: first classification, s (wall)",
             "at_most",
             each(lambda c: big[c]["first_classify_seconds"]),
-            big["bogofilter"] and big["bogofilter"]["first_classify_seconds"],
+            peer_of(lambda: big["bogofilter"]["first_classify_seconds"]),
             limit=2,
         ),
         Target(
-            f"{big['tokens']:,}-token model: first request loading it (train 1), s (wall)",
+            f"{tokens} model: first request loading it (train 1), s (wall)",
             "report",
             each(lambda c: big[c]["load_seconds"]),
         ),
         Target(
-            f"accuracy, spamassassin batch split ({acc['test_messages']} test): 1-ROCA % "
-            "(lower is better)",
+            f"accuracy, spamassassin batch split ({test_messages}): 1-ROCA % (lower is better)",
             "same",
             each(lambda c: fixed(acc[c]["one_minus_roca_percent"])),
-            fixed(acc["bogofilter"]["one_minus_roca_percent"]) if "bogofilter" in acc else None,
+            peer_of(lambda: fixed(acc["bogofilter"]["one_minus_roca_percent"])),
         ),
         Target(
             "accuracy, same split: spam missed at ≤ 0.1 % false positives, % (lower is better)",
             "same",
             each(lambda c: fixed(100 * acc[c]["fnr_at_max_fpr"])),
-            fixed(100 * acc["bogofilter"]["fnr_at_max_fpr"]) if "bogofilter" in acc else None,
+            peer_of(lambda: fixed(100 * acc["bogofilter"]["fnr_at_max_fpr"])),
         ),
     ]
     return rows

@@ -219,11 +219,16 @@ def http_runs(split: data.Split, folder: Path, runs: int) -> tuple[Timings, Timi
 
 
 def http_batch_runs(
-    server: Server, split: data.Split, *, train_runs: int, classify_runs: int
+    server: Server,
+    split: data.Split,
+    *,
+    train_runs: int,
+    classify_runs: int,
+    train_clients: int = 2,
 ) -> tuple[Timings, Timings, str]:
-    """Train the split in batches into `train_runs` new models (two clients, one batch per
-    worker), then classify the test split in batches of 100 with the last one, `classify_runs`
-    times after a warm-up; return the timings and the last model's name."""
+    """Train the split in batches into `train_runs` new models (by default two clients, one
+    batch per worker), then classify the test split in batches of 100 with the last one,
+    `classify_runs` times after a warm-up; return the timings and the last model's name."""
     train, classify = Timings(), Timings()
     name = ""
     for run in range(train_runs):
@@ -233,7 +238,7 @@ def http_batch_runs(
             raise RuntimeError(f"could not create model {name}: {created.statuses}")
         requests = [for_model(r, name) for r in train_batch_requests(split.train, TRAIN_BATCH)]
         cpu = server.cpu_seconds()
-        trained = run_load(server, requests, clients=2)  # one batch per worker
+        trained = run_load(server, requests, clients=train_clients)
         train.cpu.append(server.cpu_seconds() - cpu)
         if trained.errors:
             raise RuntimeError(f"training over HTTP failed: {trained.statuses}")

@@ -57,4 +57,5 @@ def test_quick_bench_writes_every_section(tmp_path: Path) -> None:
         assert open_loop["share_of_saturated_rate"] == 0.8
     assert all(set(targets["cores"]) <= set(row) for row in targets["targets"])
     assert any(line.startswith("| target | goal |") for line in targets["markdown"])
+    assert not targets.get("errors"), targets.get("errors")
     assert "bench" in done.stdout

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.targets import Target, markdown
+from bench.targets import Target, markdown, target_rows
 from bench.timing import summary
 
 
@@ -66,3 +66,11 @@ def test_a_limit_row_shows_bogofilters_figure_without_a_ratio() -> None:
     )
     assert target.ratio("compiled") is None
     assert target.met("compiled") is True
+
+
+def test_a_failed_section_leaves_its_rows_empty_and_the_others_standing() -> None:
+    results = {"in_process": None, "http": None, "model_1m": None, "accuracy": None}
+    rows = target_rows(results, ("compiled", "python"), ["sqlite"])
+    assert rows
+    assert all(row.measured == {"compiled": None, "python": None} for row in rows)
+    assert all(row.met("compiled") is None for row in rows if row.goal != "same")
