@@ -518,7 +518,7 @@ def about(results: dict[str, Any]) -> str:
         f"{where['cpu']}, {where['cpus']} CPUs, Python {where['python']}, {where['date']}; "
         f"load average (1 min) {where['load_average_1min_at_start']:.2f} at the start and "
         f"{results['load_average_1min_at_end']:.2f} at the end; "
-        f"bogofilter {results['bogofilter'].get('version') or 'absent'}; "
+        f"{results['bogofilter'].get('version') or 'bogofilter absent'}; "
         f"{results['runs']} run(s) per figure; {results['minutes']} minutes."
     )
 
