@@ -237,7 +237,9 @@ def postgresql_part(texts: list[str], hashes: list[int]) -> None:
 def main() -> None:
     parts = sys.argv[1:] or ["sqlite", "postgresql"]
     texts = vocabulary()
-    hashes = [hash(t) for t in texts]
+    # A 64-bit hash of each text's UTF-8 (CPython's keyed one: as random as any key's; the
+    # str's own hash would collide across kinds, see hash_tokens_core.pyx).
+    hashes = [hash(t.encode("utf-8")) for t in texts]
     utf8 = sum(len(t.encode()) for t in texts)
     print(f"{N_TOKENS} tokens, {utf8 / N_TOKENS:.1f} UTF-8 bytes a text on average")
     print("| database | schema | bytes per token (table + indexes) | load CPU s | load wall s |")
