@@ -17,7 +17,8 @@ For each: bytes of the table with its indexes per token (SQLite: the file's page
 VACUUM, less those of an empty schema; PostgreSQL: pg_total_relation_size), and the time to
 read the token part of a model load the way app/store/counts.py reads it (ranges of 100,000
 ids, each one row of aggregated strings) and to build its index (text: `EncodedTexts` and
-`TokenIndex.place`, which hashes every text; hash: the ids and hashes as arrays, argsorted).
+`TokenIndex.place`, which hashes every text; hash and hash+text: the ids and hashes as
+arrays, argsorted, the texts left in the database until one is shown).
 CPU time of this process and wall time, median of 3. The counts (token_counts, the same in
 every schema) are not part of it.
 """
@@ -152,10 +153,9 @@ def sqlite_part(texts: list[str], hashes: list[int]) -> None:
             connection = sqlite3.connect(path)
             for statement in ddl(schema, "sqlite"):
                 connection.execute(statement)
-            marks = ",".join("?" * (3 if schema == "hash" else 4 if schema == "text" else 5))
-            connection.executemany(
-                f"INSERT INTO tokens VALUES ({marks})", rows(schema, texts, hashes)
-            )
+            values = rows(schema, texts, hashes)
+            marks = ",".join("?" * len(values[0]))
+            connection.executemany(f"INSERT INTO tokens VALUES ({marks})", values)
             connection.commit()
             connection.execute("VACUUM")
             size = path.stat().st_size - base
@@ -167,7 +167,7 @@ def sqlite_part(texts: list[str], hashes: list[int]) -> None:
 
             load = (
                 (lambda: load_hash(fetch))
-                if schema == "hash"
+                if schema != "text"
                 else (lambda: load_text(fetch, "\x1f"))
             )
             cpu, wall = timed(load)
@@ -221,7 +221,7 @@ def postgresql_part(texts: list[str], hashes: list[int]) -> None:
 
                 load = (
                     (lambda: load_hash(fetch))
-                    if schema == "hash"
+                    if schema != "text"
                     else (lambda: load_text(fetch, "\x1f"))
                 )
                 cpu, wall = timed(load)

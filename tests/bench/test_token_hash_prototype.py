@@ -36,10 +36,12 @@ CRAFTED = [
 ]
 
 
-@pytest.mark.parametrize("mode", ["python-hash", "siphash24"])
+@pytest.mark.parametrize("mode", ["python-utf8", "python-hash", "siphash24"])
 def test_prototype_equals_the_string_path(mode: str) -> None:
     hash_tokens.prototype.configure(hash_tokens.MODES[mode], *hash_tokens.KEY)
-    token_hash = hash if mode == "python-hash" else hash_tokens.prototype.token_hash
+    token_hash = {"python-hash": hash, "python-utf8": hash_tokens.utf8_hash}.get(
+        mode, hash_tokens.prototype.token_hash
+    )
     counter = hash_tokens.prototype.HashCounter()
     messages = list(CRAFTED)
     if data.corpus_path("spamassassin").exists():
