@@ -4,6 +4,7 @@
     python -m bench.prototypes.hash_tokens check [corpus [mode ...]]  # equal to strings?
     python -m bench.prototypes.hash_tokens classify [runs]   # CPU per step, both ways
     python -m bench.prototypes.hash_tokens functions         # the hash functions alone
+    python -m bench.prototypes.hash_tokens index-hashes      # UTF-8 hashes in TokenIndex
 
 `check`: for every message of a corpus, the prototype (hash_tokens_core.pyx, built with
 pyximport) gives the same (hash, count) list, in first-emission order, as `tokenize_raw`'s
@@ -333,6 +334,44 @@ def functions() -> None:
         print(f"| {name}, Python | {statistics.median(values) / len(sample) * 1e9:.0f} ns |")
 
 
+def index_hashes() -> None:
+    """What hashing each token's UTF-8 would cost today's string lookup (TokenIndex)."""
+    test = data.split("spamassassin").test
+    tokens = list(chain.from_iterable(tokenize_raw(m.raw or b"").token_counts for m in test))
+    n = len(tokens)
+
+    def str_hash() -> np.ndarray:
+        return np.fromiter(map(hash, tokens), np.int64, n)
+
+    def per_token() -> np.ndarray:
+        return np.fromiter(map(utf8_hash, tokens), np.int64, n)
+
+    def isascii_test() -> np.ndarray:
+        hashes = np.fromiter(map(hash, tokens), np.int64, n)
+        wide = np.flatnonzero(~np.fromiter(map(str.isascii, tokens), np.bool_, n))
+        hashes[wide] = [hash(tokens[i].encode("utf-8", "surrogatepass")) for i in wide.tolist()]
+        return hashes
+
+    assert (per_token() == isascii_test()).all()
+    works = {
+        "hash(str) (today)": str_hash,
+        "utf8_hash per token": per_token,
+        "hash(str), isascii test": isascii_test,
+    }
+    cpu: dict[str, list[float]] = {name: [] for name in works}
+    for _ in range(7):
+        for name, work in works.items():
+            started = time.process_time()
+            work()
+            cpu[name].append(time.process_time() - started)
+    for name, values in cpu.items():
+        median = statistics.median(values)
+        print(
+            f"| {name} | {median * 1000:.1f} ms for {n} tokens "
+            f"| {median / len(test) * 1e6:.1f} us/msg |"
+        )
+
+
 _MASK = (1 << 64) - 1
 
 
@@ -391,6 +430,8 @@ def main() -> None:
         classify(int(sys.argv[2]) if len(sys.argv) > 2 else 5)
     elif command == "functions":
         functions()
+    elif command == "index-hashes":
+        index_hashes()
     else:
         sys.exit(__doc__)
 
