@@ -23,6 +23,7 @@ from app.store.counts import CountDelta, add_class_totals, add_token_counts, ins
 from app.store.engine import Database
 from app.store.migrate import upgrade_schema
 from app.store.models import allocate_token_ids, find_model, lock_and_bump_generation
+from app.text.core import CoreChoice
 from bench import data
 from bench.databases import database_bytes, fresh_database
 from bench.server import Request, json_request, run_load, serve
@@ -77,8 +78,10 @@ def build_model(url: str, n_tokens: int, seed: int = 0) -> float:
     return time.perf_counter() - started
 
 
-def run(quick: bool, postgres_url: str | None) -> dict[str, Any]:
-    n_tokens = 20_000 if quick else 1_000_000
+def probe_requests(train_id: str = "m1") -> tuple[list[Request], Request]:
+    """100 classifications of SpamAssassin test messages, and a training request of one
+    message (which loads the whole model) under the message id `train_id`: a new one for each
+    server on the same model, since training an id again does not write (nor need the model)."""
     test = data.split("spamassassin", train_limit=0, test_limit=100).test
     requests = [
         Request("/v1/models/default/classify", m.raw or b"", content_type="message/rfc822")
@@ -87,8 +90,55 @@ def run(quick: bool, postgres_url: str | None) -> dict[str, Any]:
     trained = data.split("spamassassin", train_limit=1, test_limit=0).train[0]
     train_request = json_request(
         "/v1/models/default/train/batch",
-        {"items": [{"raw": data.raw_text(trained), "label": trained.label, "message_id": "m1"}]},
+        {
+            "items": [
+                {"raw": data.raw_text(trained), "label": trained.label, "message_id": train_id}
+            ]
+        },
     )
+    return requests, train_request
+
+
+def measure_served_model(
+    url: str,
+    folder: Path,
+    n_tokens: int,
+    *,
+    tokenizer: CoreChoice | None = None,
+    train_id: str = "m1",
+) -> dict[str, Any]:
+    """Start `spamsift serve --workers 1` on the model at `url`: its idle RSS, the first
+    classification, the training request that loads the model, RSS after it and after 100
+    classifications; wall seconds and the server's CPU seconds."""
+    requests, train_request = probe_requests(train_id)
+    with serve(url, workers=1, folder=folder, tokenizer=tokenizer) as server:
+        idle = sum(server.rss_bytes().values())
+        cpu, started = server.cpu_seconds(), time.perf_counter()
+        first = run_load(server, requests[:1], clients=1)
+        first_seconds = time.perf_counter() - started
+        first_cpu = server.cpu_seconds() - cpu
+        cpu, started = server.cpu_seconds(), time.perf_counter()
+        trained = run_load(server, [train_request], clients=1)
+        load_seconds = time.perf_counter() - started
+        load_cpu = server.cpu_seconds() - cpu
+        loaded = sum(server.rss_bytes().values())
+        more = run_load(server, requests, clients=1)
+        after = sum(server.rss_bytes().values())
+    return {
+        "rss_idle_bytes": idle,
+        "rss_loaded_bytes": loaded,
+        "rss_after_100_classify_bytes": after,
+        "first_classify_seconds": round(first_seconds, 2),
+        "first_classify_cpu_seconds": round(first_cpu, 2),
+        "load_seconds": round(load_seconds, 2),
+        "load_cpu_seconds": round(load_cpu, 2),
+        "model_bytes_per_token": round((after - idle) / n_tokens, 1),
+        "errors": first.errors + trained.errors + more.errors,
+    }
+
+
+def run(quick: bool, postgres_url: str | None) -> dict[str, Any]:
+    n_tokens = 20_000 if quick else 1_000_000
     kinds = ["sqlite"] + (["postgresql"] if postgres_url else [])
     results: dict[str, Any] = {"tokens": n_tokens}
     rows = []
@@ -97,30 +147,18 @@ def run(quick: bool, postgres_url: str | None) -> dict[str, Any]:
             with fresh_database(kind, Path(tmp), postgres_url) as url:
                 build_seconds = build_model(url, n_tokens)
                 db_bytes = database_bytes(url)
-                with serve(url, workers=1, folder=Path(tmp)) as server:
-                    idle = sum(server.rss_bytes().values())
-                    started = time.perf_counter()
-                    first = run_load(server, requests[:1], clients=1)
-                    first_seconds = time.perf_counter() - started
-                    started = time.perf_counter()
-                    trained = run_load(server, [train_request], clients=1)
-                    load_seconds = time.perf_counter() - started
-                    loaded = sum(server.rss_bytes().values())
-                    more = run_load(server, requests, clients=1)
-                    after = sum(server.rss_bytes().values())
-                    errors = first.errors + trained.errors + more.errors
+                served = measure_served_model(url, Path(tmp), n_tokens)
             entry = {
                 "build_seconds": round(build_seconds, 1),
                 "database_bytes": db_bytes,
                 "database_bytes_per_token": round(db_bytes / n_tokens, 1),
-                "rss_idle_bytes": idle,
-                "rss_loaded_bytes": loaded,
-                "rss_after_100_classify_bytes": after,
-                "first_classify_seconds": round(first_seconds, 2),
-                "load_seconds": round(load_seconds, 2),
-                "model_bytes_per_token": round((after - idle) / n_tokens, 1),
-                "errors": errors,
+                **served,
             }
+            idle, loaded, after = (
+                served["rss_idle_bytes"],
+                served["rss_loaded_bytes"],
+                served["rss_after_100_classify_bytes"],
+            )
             results[kind] = entry
             rows.append(
                 {

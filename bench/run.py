@@ -7,7 +7,9 @@
 Parts: scoring (engine vs scikit-learn), tokenize (corpora MB/s, linear cost), http (real
 `spamsift serve` on SQLite and PostgreSQL), bogofilter (side by side on the SpamAssassin
 split), memory (1 M-token model: RSS and database bytes), models (many 50-message mailboxes:
-held memory, /metrics, model list, cold vs warm classification). Every figure is the median of
+held memory, /metrics, model list, cold vs warm classification), targets (the speed targets
+in one table, compiled and pure-Python cores beside bogofilter, also printed as markdown:
+`python -m bench --only targets`). Every figure is the median of
 several runs with its spread (max - min, in % of the median). PostgreSQL parts run when
 --postgres or SPAMSIFT_TEST_POSTGRES_URL names a server (throw-away databases are made on it).
 """
@@ -30,7 +32,7 @@ from typing import Any
 from app.text.core import active
 from bench.databases import postgres_server_url
 
-PARTS = ("scoring", "tokenize", "http", "bogofilter", "memory", "models")
+PARTS = ("scoring", "tokenize", "http", "bogofilter", "memory", "models", "targets")
 
 
 def machine() -> dict[str, Any]:
@@ -62,7 +64,15 @@ def machine() -> dict[str, Any]:
 def runners(
     quick: bool, postgres_url: str | None, n_models: int | None = None
 ) -> dict[str, Callable[[], dict[str, Any]]]:
-    from bench import many_models, memory, scoring, serving, tokenizing, versus_bogofilter
+    from bench import (
+        many_models,
+        memory,
+        scoring,
+        serving,
+        targets,
+        tokenizing,
+        versus_bogofilter,
+    )
 
     return {
         "scoring": lambda: scoring.run(quick),
@@ -71,6 +81,7 @@ def runners(
         "bogofilter": lambda: versus_bogofilter.run(quick, postgres_url),
         "memory": lambda: memory.run(quick, postgres_url),
         "models": lambda: many_models.run(quick, postgres_url, n_models=n_models),
+        "targets": lambda: targets.run(quick, postgres_url),
     }
 
 
@@ -108,6 +119,7 @@ TITLES = {
     "bogofilter": "4. Side by side with bogofilter (spamassassin split)",
     "memory": "5. Memory: server RSS and database bytes",
     "models": "6. Many models: memory budget, cold and held classification, listing and /metrics",
+    "targets": "7. The speed targets side by side with bogofilter: compiled and pure-Python cores",
 }
 
 
@@ -124,6 +136,9 @@ def print_part(name: str, result: dict[str, Any]) -> None:
         print(f"  bogofilter ABSENT: {result['bogofilter']['status']}")
     for note in result.get("notes", []):
         print(f"  note: {note}")
+    if name == "targets":
+        print("\n7b. The same as markdown, ready to paste:\n")
+        print("\n".join(result["markdown"]))
 
 
 def main(argv: list[str] | None = None) -> int:

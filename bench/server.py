@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import app
+from app.text.core import CoreChoice
 from bench.timing import summary
 
 REPO = Path(app.__file__).resolve().parents[1]
@@ -83,10 +84,13 @@ class Server:
 
 
 @contextmanager
-def serve(database_url: str, *, workers: int, folder: Path) -> Iterator[Server]:
+def serve(
+    database_url: str, *, workers: int, folder: Path, tokenizer: CoreChoice | None = None
+) -> Iterator[Server]:
     """Run `spamsift serve --workers N` on a free port until the block ends.
 
     SPAMSIFT_LOG_LEVEL=warning: no access log line per request; time budgets of 600 s.
+    `tokenizer` sets SPAMSIFT_TOKENIZER (None: whatever the environment says).
     """
     port = free_port()
     env = {
@@ -101,6 +105,8 @@ def serve(database_url: str, *, workers: int, folder: Path) -> Iterator[Server]:
         # one, when comparing before and after).
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
     }
+    if tokenizer is not None:
+        env["SPAMSIFT_TOKENIZER"] = tokenizer
     log = folder / f"server-{port}.log"
     with log.open("wb") as output:
         process = subprocess.Popen(

@@ -4,7 +4,7 @@
 Per server: single-message training (one client); batch training (batches of 500, one client
 per worker: one batch is tokenized while another is written); single-message classify as
 message/rfc822 at 1, 10 and 50 concurrent clients (closed loop: each client sends its next
-request when the answer came); 50 clients in an open loop at half the closed-loop throughput;
+request when the answer came); 50 clients in an open loop at 80 % of the closed-loop throughput;
 batch classify (batches of 100, one client per worker). The load generator runs on the same
 2 cores as the server.
 """
@@ -30,6 +30,9 @@ from bench.server import (
 from bench.timing import summary
 
 MODEL = "/v1/models/default"
+# The open loop's rate, as a share of the saturated rate: a server is sized to run below
+# saturation, and the latency target is stated at 80 % of it.
+OPEN_LOOP_SHARE = 0.8
 
 
 def train_single_requests(messages: list[LabelledMessage]) -> list[Request]:
@@ -103,35 +106,11 @@ def measure_server(
         "errors": sum(r.errors for r in batch_runs),
     }
 
-    requests = classify_requests(split.test)
-    closed: dict[int, Any] = {}
-    for clients in (1, 10, 50):
-        total = (
-            {1: 10, 10: 30, 50: 100}[clients] if quick else {1: 300, 10: 1000, 50: 2000}[clients]
-        )
-        run_load(server, requests, clients=clients, total=min(total, 50))  # warm up
-        closed[clients] = summarize_runs(
-            [run_load(server, requests, clients=clients, total=total) for _ in range(runs)]
-        )
+    closed, open_loop = measure_classify_single(
+        server, classify_requests(split.test), quick=quick, runs=runs
+    )
     result["classify_single"] = closed
-    saturation = closed[50]["items_per_s"]["median"] or 1.0
-    rate = round(saturation / 2, 1)
-    result["classify_single_open_loop"] = {
-        "clients": 50,
-        "rate_per_s": rate,
-        **summarize_runs(
-            [
-                run_load(
-                    server,
-                    requests,
-                    clients=50,
-                    total=max(int(rate * (1 if quick else 4)), 20),
-                    rate_per_s=rate,
-                )
-                for _ in range(runs)
-            ]
-        ),
-    }
+    result["classify_single_open_loop"] = open_loop
     batch_requests = classify_batch_requests(split.test, 100)
     batch_classify = [
         run_load(server, batch_requests, clients=workers, total=len(batch_requests))
@@ -146,6 +125,42 @@ def measure_server(
     rss = server.rss_bytes()
     result["rss_bytes"] = {str(pid): size for pid, size in rss.items()}
     return result
+
+
+def measure_classify_single(
+    server: Server, requests: list[Request], *, quick: bool, runs: int
+) -> tuple[dict[int, Any], dict[str, Any]]:
+    """Single-message classify: closed loops at 1, 10 and 50 clients, then 50 clients in an
+    open loop at OPEN_LOOP_SHARE of the 50-client closed-loop (saturated) throughput."""
+    closed: dict[int, Any] = {}
+    for clients in (1, 10, 50):
+        total = (
+            {1: 10, 10: 30, 50: 100}[clients] if quick else {1: 300, 10: 1000, 50: 2000}[clients]
+        )
+        run_load(server, requests, clients=clients, total=min(total, 50))  # warm up
+        closed[clients] = summarize_runs(
+            [run_load(server, requests, clients=clients, total=total) for _ in range(runs)]
+        )
+    saturation = closed[50]["items_per_s"]["median"] or 1.0
+    rate = round(saturation * OPEN_LOOP_SHARE, 1)
+    open_loop = {
+        "clients": 50,
+        "share_of_saturated_rate": OPEN_LOOP_SHARE,
+        "rate_per_s": rate,
+        **summarize_runs(
+            [
+                run_load(
+                    server,
+                    requests,
+                    clients=50,
+                    total=max(int(rate * (1 if quick else 4)), 20),
+                    rate_per_s=rate,
+                )
+                for _ in range(runs)
+            ]
+        ),
+    }
+    return closed, open_loop
 
 
 def _per_item(results: list[LoadResult], parts: list[list[Any]]) -> dict[str, Any]:
@@ -182,7 +197,8 @@ def run(quick: bool, postgres_url: str | None) -> dict[str, Any]:
         "the load generator (asyncio, one keep-alive connection per client) runs on the same "
         "2 cores as the server and takes CPU from it",
         "closed loop: latency = clients / throughput (Little's law) once the server is "
-        "saturated; open loop: 50 clients at half the closed-loop throughput, latency from "
+        f"saturated; open loop: 50 clients at {OPEN_LOOP_SHARE:.0%} of the closed-loop "
+        "throughput, latency from "
         "the scheduled send time",
         "server log level warning (no access log)",
     ]

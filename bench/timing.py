@@ -13,7 +13,7 @@ def summary(values: Sequence[float], *, digits: int = 4) -> dict[str, Any]:
     if not values:
         return {"median": None, "min": None, "max": None, "spread_pct": None, "runs": 0}
     median = statistics.median(values)
-    spread = (max(values) - min(values)) / median * 100 if median else 0.0
+    spread = (max(values) - min(values)) / abs(median) * 100 if median else 0.0
     return {
         "median": round(median, digits),
         "min": round(min(values), digits),

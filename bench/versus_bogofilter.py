@@ -18,7 +18,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from app.store.migrate import upgrade_schema
 from app.text.core import COMPILED, CoreChoice
 from bench import data
 from bench.databases import fresh_database
-from bench.server import json_request, run_load, serve
+from bench.server import Request, Server, json_request, run_load, serve
 from bench.serving import classify_batch_requests, train_batch_requests
 from bench.timing import ratio, summary
 
@@ -210,39 +210,54 @@ def http_runs(split: data.Split, folder: Path, runs: int) -> tuple[Timings, Timi
 
     CPU time is the server processes' (the load generator's is left out).
     """
-    train, classify = Timings(), Timings()
     with (
         fresh_database("sqlite", folder, None) as url,
         serve(url, workers=2, folder=folder) as server,
     ):
-        for run in range(runs):
-            name = f"bench-{run}"
-            created = run_load(server, [json_request("/v1/models", {"name": name})], clients=1)
-            if created.errors:
-                raise RuntimeError(f"could not create model {name}: {created.statuses}")
-            requests = [_for_model(r, name) for r in train_batch_requests(split.train, TRAIN_BATCH)]
-            cpu = server.cpu_seconds()
-            trained = run_load(server, requests, clients=2)  # one batch per worker
-            train.cpu.append(server.cpu_seconds() - cpu)
-            if trained.errors:
-                raise RuntimeError(f"training over HTTP failed: {trained.statuses}")
-            train.wall.append(trained.seconds)
-        batches = [
-            _for_model(r, f"bench-{runs - 1}") for r in classify_batch_requests(split.test, 100)
-        ]
-        run_load(server, batches, clients=2)  # warm: both workers load the model
-        for _ in range(runs):
-            cpu = server.cpu_seconds()
-            classified = run_load(server, batches, clients=2)
-            classify.cpu.append(server.cpu_seconds() - cpu)
-            if classified.errors:
-                raise RuntimeError(f"classifying over HTTP failed: {classified.statuses}")
-            classify.wall.append(classified.seconds)
+        train, classify, _ = http_batch_runs(server, split, train_runs=runs, classify_runs=runs)
     return train, classify
 
 
-def _for_model(request: Any, name: str) -> Any:
-    return type(request)(request.path.replace("/default/", f"/{name}/"), request.body)
+def http_batch_runs(
+    server: Server,
+    split: data.Split,
+    *,
+    train_runs: int,
+    classify_runs: int,
+    train_clients: int = 2,
+) -> tuple[Timings, Timings, str]:
+    """Train the split in batches into `train_runs` new models (by default two clients, one
+    batch per worker), then classify the test split in batches of 100 with the last one,
+    `classify_runs` times after a warm-up; return the timings and the last model's name."""
+    train, classify = Timings(), Timings()
+    name = ""
+    for run in range(train_runs):
+        name = f"bench-{run}"
+        created = run_load(server, [json_request("/v1/models", {"name": name})], clients=1)
+        if created.errors:
+            raise RuntimeError(f"could not create model {name}: {created.statuses}")
+        requests = [for_model(r, name) for r in train_batch_requests(split.train, TRAIN_BATCH)]
+        cpu = server.cpu_seconds()
+        trained = run_load(server, requests, clients=train_clients)
+        train.cpu.append(server.cpu_seconds() - cpu)
+        if trained.errors:
+            raise RuntimeError(f"training over HTTP failed: {trained.statuses}")
+        train.wall.append(trained.seconds)
+    batches = [for_model(r, name) for r in classify_batch_requests(split.test, 100)]
+    run_load(server, batches, clients=2)  # warm: both workers load the model
+    for _ in range(classify_runs):
+        cpu = server.cpu_seconds()
+        classified = run_load(server, batches, clients=2)
+        classify.cpu.append(server.cpu_seconds() - cpu)
+        if classified.errors:
+            raise RuntimeError(f"classifying over HTTP failed: {classified.statuses}")
+        classify.wall.append(classified.seconds)
+    return train, classify, name
+
+
+def for_model(request: Request, name: str) -> Request:
+    """The same request (body and content type), to the model `name` instead of `default`."""
+    return replace(request, path=request.path.replace("/default/", f"/{name}/"))
 
 
 def run(quick: bool, postgres_url: str | None) -> dict[str, Any]:

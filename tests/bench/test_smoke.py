@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PARTS = ("scoring", "tokenize", "http", "bogofilter", "memory", "models")
+PARTS = ("scoring", "tokenize", "http", "bogofilter", "memory", "models", "targets")
 
 
 @pytest.mark.corpus
@@ -50,4 +50,12 @@ def test_quick_bench_writes_every_section(tmp_path: Path) -> None:
     assert "spamsift_http_2_workers_sqlite" in peer
     assert "status" in peer["bogofilter"]  # found, installed, or why it is absent
     assert report["parts"]["memory"]["sqlite"]["rss_loaded_bytes"] > 0
+    targets = report["parts"]["targets"]
+    for core in targets["cores"]:
+        assert targets["http"][core]["token_core"] == core  # the server said which core ran
+        open_loop = targets["http"][core]["classify_single_open_loop"]
+        assert open_loop["share_of_saturated_rate"] == 0.8
+    assert all(set(targets["cores"]) <= set(row) for row in targets["targets"])
+    assert any(line.startswith("| target | goal |") for line in targets["markdown"])
+    assert not targets.get("errors"), targets.get("errors")
     assert "bench" in done.stdout
