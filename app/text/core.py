@@ -6,8 +6,9 @@ the text room calls the hot functions through `active()`, so the choice is made 
 process (`use_core`, from the SPAMSIFT_TOKENIZER setting) and never per message.
 """
 
+import warnings
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Literal
 
 from app.text import counts, headers, pairs, words
@@ -54,18 +55,28 @@ def _compiled() -> TokenCore | None:
         from app.text import _core  # type: ignore[attr-defined]  # built by setup.py, optional
     except ImportError:
         return None
-    return TokenCore(
-        name="compiled",
-        split_header_block=_core.split_header_block,
-        header_tokens=_core.header_tokens,
-        text_tokens=_core.text_tokens,
-        word_tokens=_core.word_tokens,
-        decode_header_values=_core.decode_header_values,
-        content_fields=_core.content_fields,
-        pair_tokens=_core.pair_tokens,
-        count_prefixed=_core.count_prefixed,
-        token_lines=_core.token_lines,
-    )
+    return compiled_from(_core)
+
+
+def compiled_from(module: object) -> TokenCore | None:
+    """The compiled core made of `module`'s functions; None, with a warning, when it lacks one:
+    an extension built from an older `_core.pyx` (a checkout updated without reinstalling)
+    must not stop spamsift from starting, and the Python core gives the same tokens."""
+    functions = {
+        field.name: getattr(module, field.name, None)
+        for field in fields(TokenCore)
+        if field.name != "name"
+    }
+    missing = sorted(name for name, function in functions.items() if function is None)
+    if missing:
+        warnings.warn(
+            f"the compiled token core is out of date (no {', '.join(missing)}): using the "
+            "Python core; reinstall spamsift (pip install -e .) to rebuild it",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
+    return TokenCore(name="compiled", **functions)  # type: ignore[arg-type]
 
 
 COMPILED = _compiled()  # None where the extension was not built

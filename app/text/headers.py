@@ -179,9 +179,24 @@ _ADDRESS_HEADERS = frozenset(
 # others are judged text-only), so this list rests on one corpus.
 _DENIED_WORD_HEADER_PREFIXES = ("list-", "x-")
 # Header names spelled like the tokenizer's own prefixes would give tokens that collide with
-# another family's ("header:x" from a "Header: x" field, "digits:4" from "Digits: 4").
+# another family's ("header:x" from a "Header: x" field, "digits:4" from "Digits: 4"), or set
+# the tokens spamsift derives itself (word pairs, the message's shape: "size:1" from "Size: 1").
 _DENIED_WORD_HEADERS = frozenset(
-    {"header", "url", "urlpath", "email", "digits", "hidden", "skip", "attachment", "filename"}
+    {
+        "header",
+        "url",
+        "urlpath",
+        "email",
+        "digits",
+        "hidden",
+        "skip",
+        "attachment",
+        "filename",
+        "pair",
+        "size",
+        "links",
+        "html",
+    }
 )
 _DOMAIN = re.compile(r"@\[?([a-z0-9][a-z0-9-]{0,62}(?:\.[a-z0-9-]{1,63}){0,8})")
 

@@ -5,7 +5,9 @@ through the public entry points (token multiset and defects) and function by fun
 Skipped where the extension is not built (the Python path then is the only one).
 """
 
+import dataclasses
 import time
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -294,3 +296,19 @@ def test_word_pairs_are_the_same_both_ways(tokens, max_token_chars):
     assert COMPILED.pair_tokens(tokens, max_token_chars) == core.PYTHON.pair_tokens(
         tokens, max_token_chars
     )
+
+
+def test_an_out_of_date_compiled_core_falls_back_to_python_with_a_warning() -> None:
+    # An extension built from an older _core.pyx lacks the newer functions: spamsift must
+    # start on the Python core (same tokens), and say why.
+    stale = types.SimpleNamespace(
+        **{
+            field.name: getattr(core.PYTHON, field.name)
+            for field in dataclasses.fields(core.TokenCore)
+            if field.name not in ("name", "token_lines")
+        }
+    )
+    with pytest.warns(RuntimeWarning, match="out of date.*token_lines"):
+        assert core.compiled_from(stale) is None
+    complete = types.SimpleNamespace(token_lines=core.PYTHON.token_lines, **vars(stale))
+    assert core.compiled_from(complete) == dataclasses.replace(core.PYTHON, name="compiled")

@@ -171,3 +171,17 @@ def test_a_header_named_like_a_token_family_gives_no_colliding_tokens():
     assert "header:subject" in tokens  # the Subject field's name, once
     assert tokens["header:subject"] == 1
     assert "digits:4" not in tokens
+
+
+def test_a_header_named_like_a_derived_token_gives_none_of_them():
+    # Word pairs and the message's shape are evidence spamsift derives; a sender writing
+    # "Size: 1" or "Pair: cheap pills" must not set them.
+    headers = "From: a@example.org\nSubject: Hi\nSize: 1\nLinks: 9\nHTML: 4\nPair: cheap pills"
+    tokens = tokenize_raw(make_raw(headers=headers, body="hi")).token_counts
+    assert {"header:size", "header:links", "header:html", "header:pair"} <= set(tokens)
+    assert [t for t in tokens if t.startswith(("size:", "links:", "html:"))] == [
+        "size:2",
+        "links:0",
+        "html:0",
+    ]
+    assert not [t for t in tokens if t.startswith("pair:")]
