@@ -21,10 +21,14 @@ token with 8-byte texts instead of 36. A model read from the database arrives as
 encoding each text again.
 
 Scoring takes an unknown token for a known one only if their 64-bit hashes are equal: about
-n / 2^64 per lookup (5e-14 for a million tokens), and `hash()` of a str is SipHash keyed at
-random per process, so nobody can craft such a pair from outside. (SpamAssassin's Bayes keeps
-only 40 bits of each token's SHA-1.) Writers look up with `exact=True`, which compares the
-texts too, so a new token is never counted under another's id.
+n / 2^64 per lookup (5e-14 for a million tokens). A token's hash is `hash()` of the str
+(SipHash keyed at random per process, cached on the str) mixed with its length: CPython hashes
+a str's internal buffer, so "\u3066" (U+3066, held as the bytes 66 30) and "f0" (66 30) have
+equal `hash()` under any key, and any one-character CJK token had a two-character Latin twin;
+such twins always differ in length. So nobody can craft an equal pair from outside.
+(SpamAssassin's Bayes keeps only 40 bits of each token's SHA-1.) Writers look up with
+`exact=True`, which compares the texts too, so a new token is never counted under another's
+id.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ _MIN_CAPACITY = 64
 _SORT_NEEDLES = 2048  # above this many, a lookup sorts its hashes before searching
 _MIN_MERGE = 4096  # tokens waiting in the dict before a merge is worth an array copy
 _ENCODING = "utf-8"
+# Odd, so that distinct lengths give distinct masks (the golden ratio's 64 bits, as int64).
+_LENGTH_MIX = np.array(0x9E3779B97F4A7C15, dtype=np.uint64).view(np.int64)
 _ERRORS = "surrogatepass"  # any str round-trips; the tokenizer never makes surrogates
 
 
@@ -176,8 +182,9 @@ class TokenIndex(Sequence[str]):
     Not thread-safe: the owner serialises changes against each other and against lookups.
     """
 
-    def __init__(self, *, hash_function: Callable[[str], int] = hash) -> None:
-        self._hash = hash_function  # tests pass a weak one to exercise collisions
+    def __init__(self, *, hash_function: Callable[[str], int] | None = None) -> None:
+        # None: `token_hashes`; tests pass a weak one to exercise collisions.
+        self._hash = hash_function
         self._size = 0
         self._blob = bytearray()
         # Narrow types, widened by `_fit` when a value outgrows them (see the module's doc).
@@ -196,7 +203,7 @@ class TokenIndex(Sequence[str]):
 
     @classmethod
     def from_texts(
-        cls, texts: Sequence[str], *, hash_function: Callable[[str], int] = hash
+        cls, texts: Sequence[str], *, hash_function: Callable[[str], int] | None = None
     ) -> TokenIndex:
         """Return the index of distinct, non-empty texts under ids 0..len-1."""
         index = cls(hash_function=hash_function)
@@ -413,6 +420,8 @@ class TokenIndex(Sequence[str]):
         )
 
     def _hashes_of(self, texts: Sequence[str]) -> IntArray:
+        if self._hash is None:
+            return token_hashes(texts)
         return np.fromiter(map(self._hash, texts), np.int64, len(texts))
 
     def _add(
@@ -516,8 +525,15 @@ def _inserted(
     return np.insert(sorted_hashes, at, hashes), np.insert(ids, at, token_ids)
 
 
+def token_hashes(texts: Sequence[str]) -> IntArray:
+    """The 64-bit hash of each text: `hash()` mixed with the length (see the module's doc)."""
+    hashes = np.fromiter(map(hash, texts), np.int64, len(texts))
+    lengths = np.fromiter(map(len, texts), np.int64, len(texts))
+    return hashes ^ (lengths * _LENGTH_MIX)
+
+
 def _unpickled(
-    hash_function: Callable[[str], int], size: int, token_ids: IntArray, texts: list[str]
+    hash_function: Callable[[str], int] | None, size: int, token_ids: IntArray, texts: list[str]
 ) -> TokenIndex:
     index = TokenIndex(hash_function=hash_function)
     index.grow(size)

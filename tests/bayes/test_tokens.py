@@ -124,6 +124,17 @@ def test_tokens_added_a_few_at_a_time_and_in_bulk_are_told_apart_across_merges()
     assert index.lookup(["b99", "c"], exact=True).tolist() == [-1, -1]
 
 
+def test_texts_whose_str_hashes_are_equal_under_any_key_are_not_taken_for_each_other() -> None:
+    # CPython hashes a str's internal buffer: "て" (U+3066, stored as the bytes 66 30) and
+    # "f0" (stored as 66 30) have equal hash() whatever the process's key.
+    assert hash("て") == hash("f0")
+    index = TokenIndex.from_texts(["て", "户", "💊"])
+
+    assert index.lookup(["f0", "7b", "て"]).tolist() == [-1, -1, 0]
+    assert index.intern(["f0"]).tolist() == [3]
+    assert index.lookup(["f0", "て"]).tolist() == [3, 0]
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(
