@@ -6,9 +6,11 @@ server's RSS. `TokenIndex` keeps the same mapping in about 40 bytes a token:
 
 - the texts, UTF-8, in one growing byte buffer, with each id's start and length;
 - for text -> id, the 64-bit `hash()` of every text in one sorted array with the ids beside it,
-  searched with `np.searchsorted`; tokens added since the last merge wait in a small dict,
-  and are merged in bulk once the dict holds 1/64 of the sorted array's count (an array
-  copy per so many tokens: amortised O(1), and the dict's Python objects stay few);
+  searched with `np.searchsorted`; tokens added a few at a time since the last merge wait in
+  a second, small sorted array (searched the same way, so a model just trained is looked up
+  as fast as a merged one: a dict of them, probed per token, cost 5 % of classifying), and
+  are merged in bulk once it holds 1/64 of the large array's count (a copy of the large array
+  per so many tokens: amortised O(1));
 - texts whose hash another indexed text already has (checked exactly when they are added)
   in a dict of their own, looked at before the sorted array.
 
@@ -19,10 +21,14 @@ token with 8-byte texts instead of 36. A model read from the database arrives as
 encoding each text again.
 
 Scoring takes an unknown token for a known one only if their 64-bit hashes are equal: about
-n / 2^64 per lookup (5e-14 for a million tokens), and `hash()` of a str is SipHash keyed at
-random per process, so nobody can craft such a pair from outside. (SpamAssassin's Bayes keeps
-only 40 bits of each token's SHA-1.) Writers look up with `exact=True`, which compares the
-texts too, so a new token is never counted under another's id.
+n / 2^64 per lookup (5e-14 for a million tokens). A token's hash is `hash()` of the str
+(SipHash keyed at random per process, cached on the str) mixed with its length: CPython hashes
+a str's internal buffer, so "\u3066" (U+3066, held as the bytes 66 30) and "f0" (66 30) have
+equal `hash()` under any key, and any one-character CJK token had a two-character Latin twin;
+such twins always differ in length. So nobody can craft an equal pair from outside.
+(SpamAssassin's Bayes keeps only 40 bits of each token's SHA-1.) Writers look up with
+`exact=True`, which compares the texts too, so a new token is never counted under another's
+id.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ _MIN_CAPACITY = 64
 _SORT_NEEDLES = 2048  # above this many, a lookup sorts its hashes before searching
 _MIN_MERGE = 4096  # tokens waiting in the dict before a merge is worth an array copy
 _ENCODING = "utf-8"
+# Odd, so that distinct lengths give distinct masks (the golden ratio's 64 bits, as int64).
+_LENGTH_MIX = np.array(0x9E3779B97F4A7C15, dtype=np.uint64).view(np.int64)
 _ERRORS = "surrogatepass"  # any str round-trips; the tokenizer never makes surrogates
 
 
@@ -174,8 +182,9 @@ class TokenIndex(Sequence[str]):
     Not thread-safe: the owner serialises changes against each other and against lookups.
     """
 
-    def __init__(self, *, hash_function: Callable[[str], int] = hash) -> None:
-        self._hash = hash_function  # tests pass a weak one to exercise collisions
+    def __init__(self, *, hash_function: Callable[[str], int] | None = None) -> None:
+        # None: `token_hashes`; tests pass a weak one to exercise collisions.
+        self._hash = hash_function
         self._size = 0
         self._blob = bytearray()
         # Narrow types, widened by `_fit` when a value outgrows them (see the module's doc).
@@ -187,12 +196,14 @@ class TokenIndex(Sequence[str]):
         )
         self._hashes: IntArray = np.zeros(0, dtype=np.int64)  # ascending
         self._hash_ids: NDArray[np.signedinteger[Any]] = np.zeros(0, dtype=np.int32)
-        self._recent: dict[str, int] = {}  # added since the last merge
+        # Added a few at a time since the last merge; no hash is in both levels.
+        self._recent_hashes: IntArray = np.zeros(0, dtype=np.int64)  # ascending
+        self._recent_ids: NDArray[np.signedinteger[Any]] = np.zeros(0, dtype=np.int64)
         self._collided: dict[str, int] = {}  # hash equal to another indexed token's
 
     @classmethod
     def from_texts(
-        cls, texts: Sequence[str], *, hash_function: Callable[[str], int] = hash
+        cls, texts: Sequence[str], *, hash_function: Callable[[str], int] | None = None
     ) -> TokenIndex:
         """Return the index of distinct, non-empty texts under ids 0..len-1."""
         index = cls(hash_function=hash_function)
@@ -241,7 +252,9 @@ class TokenIndex(Sequence[str]):
         twin._blob = bytearray(self._blob)
         twin._starts, twin._lengths = self._starts.copy(), self._lengths.copy()
         twin._hashes, twin._hash_ids = self._hashes.copy(), self._hash_ids.copy()
-        twin._recent, twin._collided = dict(self._recent), dict(self._collided)
+        twin._recent_hashes = self._recent_hashes.copy()
+        twin._recent_ids = self._recent_ids.copy()
+        twin._collided = dict(self._collided)
         return twin
 
     def __reduce__(self) -> tuple[object, ...]:
@@ -251,9 +264,16 @@ class TokenIndex(Sequence[str]):
         return (_unpickled, (self._hash, self._size, named, texts))
 
     def nbytes(self) -> int:
-        """Bytes held in arrays and the text buffer (the dicts of recent and collided
-        tokens not counted: they stay small)."""
-        arrays = (self._starts, self._lengths, self._hashes, self._hash_ids)
+        """Bytes held in arrays and the text buffer (the dict of collided tokens not
+        counted: it stays small)."""
+        arrays = (
+            self._starts,
+            self._lengths,
+            self._hashes,
+            self._hash_ids,
+            self._recent_hashes,
+            self._recent_ids,
+        )
         return len(self._blob) + sum(array.nbytes for array in arrays)
 
     # ----------------------------------------------------------------- lookups
@@ -270,19 +290,27 @@ class TokenIndex(Sequence[str]):
         """`lookup`, with the tokens' hashes when the caller has them already."""
         n = len(tokens)
         ids = np.full(n, -1, dtype=np.int64)
-        if self._hashes.size:
+        if self._hashes.size or self._recent_hashes.size:
             if hashes is None:
                 hashes = self._hashes_of(tokens)
-            positions = self._positions(hashes)
-            found = np.flatnonzero(self._hashes[positions] == hashes)
-            ids[found] = self._hash_ids[positions[found]]
-            if exact and found.size:
-                ids[found[self._differ(ids[found], [tokens[i] for i in found.tolist()])]] = -1
-        for waiting in (self._recent, self._collided):
-            if waiting:
-                # map(dict.get, ...) calls the dict in C: 2x faster than a generator.
-                extra = np.fromiter(map(waiting.get, tokens, repeat(-1)), np.int64, n)
-                np.copyto(ids, extra, where=extra >= 0)
+            if self._hashes.size:
+                positions = _positions(self._hashes, hashes)
+                found = np.flatnonzero(self._hashes[positions] == hashes)
+                ids[found] = self._hash_ids[positions[found]]
+            if self._recent_hashes.size:
+                # No hash is in both arrays: only the tokens the large one lacks are looked for.
+                missing = np.flatnonzero(ids < 0)
+                positions = _positions(self._recent_hashes, hashes[missing])
+                hit = self._recent_hashes[positions] == hashes[missing]
+                ids[missing[hit]] = self._recent_ids[positions[hit]]
+            if exact:
+                found = np.flatnonzero(ids >= 0)
+                if found.size:
+                    ids[found[self._differ(ids[found], [tokens[i] for i in found.tolist()])]] = -1
+        if self._collided:
+            # map(dict.get, ...) calls the dict in C: 2x faster than a generator.
+            extra = np.fromiter(map(self._collided.get, tokens, repeat(-1)), np.int64, n)
+            np.copyto(ids, extra, where=extra >= 0)
         return ids
 
     # ----------------------------------------------------------------- changes
@@ -360,13 +388,13 @@ class TokenIndex(Sequence[str]):
         return new_ids
 
     def merge(self) -> None:
-        """Move the tokens waiting in the dict into the sorted arrays."""
-        if not self._recent:
+        """Move the tokens waiting in the small sorted array into the large one."""
+        if not self._recent_hashes.size:
             return
-        texts = list(self._recent)
-        ids = np.fromiter(self._recent.values(), np.int64, len(texts))
-        self._recent = {}
-        self._index(ids, texts)
+        hashes, token_ids = self._recent_hashes, self._recent_ids
+        self._recent_hashes = np.zeros(0, dtype=np.int64)
+        self._recent_ids = np.zeros(0, dtype=np.int64)
+        self._hashes, self._hash_ids = _inserted(self._hashes, self._hash_ids, hashes, token_ids)
 
     # ----------------------------------------------------------------- internals
 
@@ -376,17 +404,6 @@ class TokenIndex(Sequence[str]):
     def _text(self, token_id: int) -> str:
         start = int(self._starts[token_id])
         return self._blob[start : start + int(self._lengths[token_id])].decode(_ENCODING, _ERRORS)
-
-    def _positions(self, hashes: IntArray) -> IntArray:
-        """Where each hash is or would go in the sorted array (clipped to its last place)."""
-        if hashes.size <= _SORT_NEEDLES:
-            positions = np.searchsorted(self._hashes, hashes)
-        else:  # sorted needles walk the array in order: 1M-token index, 126k needles 35 -> 8 ms
-            order = np.argsort(hashes)
-            positions = np.empty_like(order)
-            positions[order] = np.searchsorted(self._hashes, hashes[order])
-        np.minimum(positions, self._hashes.size - 1, out=positions)
-        return positions
 
     def _differ(self, token_ids: IntArray, texts: list[str]) -> NDArray[np.bool_]:
         """Which of texts differ from the stored text of their id."""
@@ -403,6 +420,8 @@ class TokenIndex(Sequence[str]):
         )
 
     def _hashes_of(self, texts: Sequence[str]) -> IntArray:
+        if self._hash is None:
+            return token_hashes(texts)
         return np.fromiter(map(self._hash, texts), np.int64, len(texts))
 
     def _add(
@@ -432,11 +451,8 @@ class TokenIndex(Sequence[str]):
         self._lengths = _fit(self._lengths, int(lengths.max()))
         self._starts[token_ids] = starts
         self._lengths[token_ids] = lengths
-        if len(texts) >= _MIN_MERGE:
-            self._index(token_ids, texts, hashes, order)
-            return
-        self._recent.update(zip(texts, token_ids.tolist(), strict=True))
-        if len(self._recent) > max(_MIN_MERGE, self._hashes.size // 64):
+        self._index(token_ids, texts, hashes, order, recent=len(texts) < _MIN_MERGE)
+        if self._recent_hashes.size > max(_MIN_MERGE, self._hashes.size // 64):
             self.merge()
 
     def _index(
@@ -445,11 +461,14 @@ class TokenIndex(Sequence[str]):
         texts: Sequence[str],
         hashes: IntArray | None = None,
         order: IntArray | None = None,
+        *,
+        recent: bool = False,
     ) -> None:
-        """Insert distinct texts no id has yet into the sorted hash arrays.
+        """Insert distinct texts no id has yet into the large sorted hash array (`recent`:
+        the small one).
 
-        A text whose hash is already there, or equal to an earlier one of `texts`, goes to
-        the dict of collided texts instead: the arrays never hold one hash twice.
+        A text whose hash is already in either, or equal to an earlier one of `texts`, goes
+        to the dict of collided texts instead: the arrays never hold one hash twice.
         """
         if hashes is None:
             hashes = self._hashes_of(texts)
@@ -458,25 +477,63 @@ class TokenIndex(Sequence[str]):
         hashes, token_ids = hashes[order], token_ids[order]
         clashes = np.zeros(hashes.size, dtype=np.bool_)
         clashes[1:] = hashes[1:] == hashes[:-1]
-        if self._hashes.size:
-            positions = np.minimum(np.searchsorted(self._hashes, hashes), self._hashes.size - 1)
-            clashes |= self._hashes[positions] == hashes  # hashes are sorted here already
+        for level in (self._hashes, self._recent_hashes):
+            if level.size:  # hashes are sorted here already
+                clashes |= (
+                    level[np.minimum(np.searchsorted(level, hashes), level.size - 1)] == hashes
+                )
         for position in np.flatnonzero(clashes).tolist():
             self._collided[texts[int(order[position])]] = int(token_ids[position])
         keep = ~clashes
         hashes, token_ids = hashes[keep], token_ids[keep]
-        if token_ids.size:
-            self._hash_ids = _fit(self._hash_ids, int(token_ids.max()))
-        if not self._hashes.size:  # a model's load: nothing to insert between
-            self._hashes, self._hash_ids = hashes, token_ids.astype(self._hash_ids.dtype)
-            return
-        at = np.searchsorted(self._hashes, hashes)
-        self._hashes = np.insert(self._hashes, at, hashes)
-        self._hash_ids = np.insert(self._hash_ids, at, token_ids)
+        if recent:
+            self._recent_hashes, self._recent_ids = _inserted(
+                self._recent_hashes, self._recent_ids, hashes, token_ids
+            )
+        else:
+            self._hashes, self._hash_ids = _inserted(
+                self._hashes, self._hash_ids, hashes, token_ids
+            )
+
+
+def _positions(sorted_hashes: IntArray, hashes: IntArray) -> IntArray:
+    """Where each of `hashes` is or would go in `sorted_hashes` (non-empty), clipped to its
+    last place."""
+    if hashes.size <= _SORT_NEEDLES or sorted_hashes.size <= _SORT_NEEDLES * 8:
+        positions = np.searchsorted(sorted_hashes, hashes)
+    else:  # sorted needles walk the array in order: 1M-token index, 126k needles 35 -> 8 ms
+        order = np.argsort(hashes)
+        positions = np.empty_like(order)
+        positions[order] = np.searchsorted(sorted_hashes, hashes[order])
+    np.minimum(positions, sorted_hashes.size - 1, out=positions)
+    return positions
+
+
+def _inserted(
+    sorted_hashes: IntArray,
+    ids: NDArray[np.signedinteger[Any]],
+    hashes: IntArray,
+    token_ids: IntArray,
+) -> tuple[IntArray, NDArray[np.signedinteger[Any]]]:
+    """`sorted_hashes` and the `ids` beside them with ascending `hashes` (none already there)
+    and their `token_ids` inserted in order; `ids` widened if a token id outgrows its type."""
+    if token_ids.size:
+        ids = _fit(ids, int(token_ids.max()))
+    if not sorted_hashes.size:  # a model's load: nothing to insert between
+        return hashes, token_ids.astype(ids.dtype)
+    at = np.searchsorted(sorted_hashes, hashes)
+    return np.insert(sorted_hashes, at, hashes), np.insert(ids, at, token_ids)
+
+
+def token_hashes(texts: Sequence[str]) -> IntArray:
+    """The 64-bit hash of each text: `hash()` mixed with the length (see the module's doc)."""
+    hashes = np.fromiter(map(hash, texts), np.int64, len(texts))
+    lengths = np.fromiter(map(len, texts), np.int64, len(texts))
+    return hashes ^ (lengths * _LENGTH_MIX)
 
 
 def _unpickled(
-    hash_function: Callable[[str], int], size: int, token_ids: IntArray, texts: list[str]
+    hash_function: Callable[[str], int] | None, size: int, token_ids: IntArray, texts: list[str]
 ) -> TokenIndex:
     index = TokenIndex(hash_function=hash_function)
     index.grow(size)

@@ -156,7 +156,13 @@ class ModelWrite:
         """Write the gathered changes (once); return them as the sorted delta stored."""
         if self._stored is None:
             delta = self._changes.delta()
-            add_token_counts(self.conn, self.live.id, delta, generation=self.generation)
+            add_token_counts(
+                self.conn,
+                self.live.id,
+                delta,
+                generation=self.generation,
+                new_from=int(self._new_ids[0][0]) if self._new_ids else None,
+            )
             add_vocabulary(self.conn, self.live.id, self._vocabulary_change(delta))
             add_class_totals(
                 self.conn,

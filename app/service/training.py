@@ -98,6 +98,22 @@ def train_batch(
     )
 
 
+def train_prepared(
+    rt: Runtime, *, model_name: str, items: Sequence[tuple[PreparedMessage, str]]
+) -> list[TrainResult]:
+    """`train_batch` for messages tokenized already (`rt.prepare(message, "train")`): the
+    write path alone, which bench/train_path.py times."""
+
+    def work(live: LiveModel) -> list[TrainResult]:
+        prepared = [(message, _class_index(live, label)) for message, label in items]
+        for index, (message, _) in enumerate(prepared):
+            _require_tokens(rt, live, message, f"items[{index}]: ")
+        to_write = [_item_from_prepared(message, index) for message, index in prepared]
+        return _write(rt, live, to_write, events={"trained": 0})
+
+    return rt.models.use(model_name, work)
+
+
 def _train_batch(
     rt: Runtime,
     live: LiveModel,

@@ -59,6 +59,13 @@ SQLITE_INCREMENTAL = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
 RECLAIM_PAGES_PER_STEP = 512
 # PostgreSQL tables whose indexes `vacuum` rebuilds (keyed by ever-growing token ids).
 REINDEXED_TABLES = ("tokens", "token_counts")
+# SQLite's page cache during a write transaction, in KiB (its default is 2 MiB). A training
+# batch of 500 SpamAssassin messages adds ~150,000 tokens at random places of the
+# (model_id, text) index; with 2 MiB, dirty pages spilled to the WAL mid-transaction and were
+# read and written again: 15-25 % of the write path's CPU (docs/performance.md, "Training's
+# SQL"). 16 MiB did as well as 64. Set back when the connection returns to the pool, which
+# frees the pages, so a held model's server does not keep them.
+SQLITE_WRITE_CACHE_KIB = 16_384
 
 
 class Database:
@@ -80,6 +87,7 @@ class Database:
             )
             event.listen(engine, "connect", _configure_sqlite_connection)
             event.listen(engine, "begin", _begin_sqlite_transaction)
+            event.listen(engine, "checkin", _restore_sqlite_cache)
             return engine
         timeout_ms = int(self.lock_timeout_seconds * 1000)
         return create_engine(
@@ -311,9 +319,10 @@ def warn_if_wal_reset_bug(version: str) -> bool:
     return True
 
 
-def _configure_sqlite_connection(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+def _configure_sqlite_connection(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
     dbapi_connection.isolation_level = None  # SQLAlchemy emits BEGIN itself, see below
     cursor = dbapi_connection.cursor()
+    record.info[_CACHE_SIZE] = cursor.execute("PRAGMA cache_size").fetchone()[0]
     # A new file (no page yet) is made incremental auto-vacuum, so that deleted rows' pages
     # can go back to the file system (`Database.reclaim_space`); an existing file is left as
     # it is (setting it writes, and fails on a full disk) until `spamsift db vacuum`.
@@ -332,4 +341,18 @@ def _begin_sqlite_transaction(conn: Connection) -> None:
         return
     if "sqlite_busy_ms" in options:  # what is left of the lock budget after the process queue
         conn.exec_driver_sql(f"PRAGMA busy_timeout = {int(options['sqlite_busy_ms'])}")
+    if options.get("sqlite_begin") == "IMMEDIATE":
+        conn.exec_driver_sql(f"PRAGMA cache_size = -{SQLITE_WRITE_CACHE_KIB}")
+        conn.connection.info[_WRITE_CACHE] = True
     conn.exec_driver_sql(f"BEGIN {options.get('sqlite_begin', '')}".strip())
+
+
+_CACHE_SIZE = "spamsift_sqlite_cache_size"  # the connection's own, read when it was made
+_WRITE_CACHE = "spamsift_sqlite_write_cache"  # set while it has the write transaction's
+
+
+def _restore_sqlite_cache(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+    """Give a connection back its own page cache size (freeing the write transaction's pages)
+    as it returns to the pool."""
+    if record.info.pop(_WRITE_CACHE, False) and dbapi_connection is not None:
+        dbapi_connection.execute(f"PRAGMA cache_size = {int(record.info[_CACHE_SIZE])}")

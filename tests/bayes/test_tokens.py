@@ -102,6 +102,39 @@ def test_tokens_sharing_a_hash_are_told_apart_exactly() -> None:
     assert list(index)[:3] == texts[:3]
 
 
+def test_tokens_added_a_few_at_a_time_and_in_bulk_are_told_apart_across_merges() -> None:
+    # A weak hash: tokens added a few at a time (held apart until a merge) share hashes with
+    # those placed in bulk, before and after them.
+    first = [f"a{i}" * (i % 4 + 1) for i in range(5000)]
+    index = TokenIndex.from_texts(first, hash_function=weak_hash)
+    reference = dict(zip(first, range(len(first)), strict=True))
+    few = [f"b{i}" for i in range(12)]
+    for start in range(0, len(few), 3):
+        index.intern(few[start : start + 3])
+    reference.update((text, len(first) + i) for i, text in enumerate(few))
+    bulk = [f"c{i}" * (i % 3 + 1) for i in range(4500)]
+    bulk_ids = np.arange(len(reference), len(reference) + len(bulk), dtype=np.int64)
+    index.place(bulk_ids, bulk)
+    reference.update(zip(bulk, bulk_ids.tolist(), strict=True))
+    known = list(reference)
+
+    assert index.lookup(known, exact=True).tolist() == [reference[text] for text in known]
+    index.merge()
+    assert index.lookup(known, exact=True).tolist() == [reference[text] for text in known]
+    assert index.lookup(["b99", "c"], exact=True).tolist() == [-1, -1]
+
+
+def test_texts_whose_str_hashes_are_equal_under_any_key_are_not_taken_for_each_other() -> None:
+    # CPython hashes a str's internal buffer: "て" (U+3066, stored as the bytes 66 30) and
+    # "f0" (stored as 66 30) have equal hash() whatever the process's key.
+    assert hash("て") == hash("f0")
+    index = TokenIndex.from_texts(["て", "户", "💊"])
+
+    assert index.lookup(["f0", "7b", "て"]).tolist() == [-1, -1, 0]
+    assert index.intern(["f0"]).tolist() == [3]
+    assert index.lookup(["f0", "て"]).tolist() == [3, 0]
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(

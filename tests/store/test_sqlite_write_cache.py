@@ -1,0 +1,36 @@
+"""SQLite write transactions get a larger page cache, which the connection gives back (and
+frees) when it returns to the pool; reads keep the connection's own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import Connection
+
+from app.store.engine import SQLITE_WRITE_CACHE_KIB, Database
+
+
+def cache_size(conn: Connection) -> int:
+    return int(conn.exec_driver_sql("PRAGMA cache_size").scalar_one())
+
+
+def test_a_write_transaction_has_the_larger_cache_and_the_connection_gets_its_own_back(
+    tmp_path: Path,
+) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'cache.db'}")
+    try:
+        with db.transaction(write=False) as conn:
+            own = cache_size(conn)
+        with db.transaction() as conn:
+            assert cache_size(conn) == -SQLITE_WRITE_CACHE_KIB
+        with db.transaction(write=False) as conn:
+            assert cache_size(conn) == own
+        try:
+            with db.transaction() as conn:
+                raise RuntimeError("a failed write")
+        except RuntimeError:
+            pass
+        with db.transaction(write=False) as conn:
+            assert cache_size(conn) == own
+    finally:
+        db.dispose()
