@@ -19,7 +19,13 @@ from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
-from app.service.messages import Message, header_message_id, prepare, token_digest
+from app.service.messages import (
+    MAX_MESSAGE_ID_CHARS,
+    Message,
+    header_message_id,
+    prepare,
+    token_digest,
+)
 from app.text import TokenizerLimits, core, evidence_count, parse_message, tokenize, tokenize_raw
 from app.text.pairs import _SKIPPED_WORDS
 from app.text.tokenize import DERIVED_PREFIXES
@@ -77,7 +83,7 @@ def message_id_before(raw: bytes) -> str | None:
         name, _, value = field.partition(b":")
         if name.strip().lower() == b"message-id":
             text = " ".join(value.decode("utf-8", "replace").split())
-            if text and len(text) <= 255 and text.isprintable():
+            if text and len(text) <= MAX_MESSAGE_ID_CHARS and text.isprintable():
                 return text
             return None
     return None
