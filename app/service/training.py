@@ -106,10 +106,7 @@ def train_prepared(
 
     def work(live: LiveModel) -> list[TrainResult]:
         prepared = [(message, _class_index(live, label)) for message, label in items]
-        for index, (message, _) in enumerate(prepared):
-            _require_tokens(rt, live, message, f"items[{index}]: ")
-        to_write = [_item_from_prepared(message, index) for message, index in prepared]
-        return _write(rt, live, to_write, events={"trained": 0})
+        return _write_prepared(rt, live, prepared, name_items=True)
 
     return rt.models.use(model_name, work)
 
@@ -130,6 +127,17 @@ def _train_batch(
         prepared = [
             (rt.prepare(message, "train"), _class_index(live, label)) for message, label in items
         ]
+    return _write_prepared(rt, live, prepared, name_items=name_items)
+
+
+def _write_prepared(
+    rt: Runtime,
+    live: LiveModel,
+    prepared: Sequence[tuple[PreparedMessage, int]],
+    *,
+    name_items: bool,
+) -> list[TrainResult]:
+    """Check each tokenized message (with its class index) has enough tokens, then write them."""
     for index, (message, _) in enumerate(prepared):
         _require_tokens(rt, live, message, f"items[{index}]: " if name_items else "")
     work = [_item_from_prepared(message, class_index) for message, class_index in prepared]
