@@ -21,11 +21,13 @@ token with 8-byte texts instead of 36. A model read from the database arrives as
 encoding each text again.
 
 Scoring takes an unknown token for a known one only if their 64-bit hashes are equal: about
-n / 2^64 per lookup (5e-14 for a million tokens). A token's hash is `hash()` of the str
-(SipHash keyed at random per process, cached on the str) mixed with its length: CPython hashes
-a str's internal buffer, so "\u3066" (U+3066, held as the bytes 66 30) and "f0" (66 30) have
-equal `hash()` under any key, and any one-character CJK token had a two-character Latin twin;
-such twins always differ in length. So nobody can craft an equal pair from outside.
+n / 2^64 per lookup (5e-14 for a million tokens). A token's hash is CPython's hash (SipHash
+keyed at random per process) of its UTF-8 bytes: for an ASCII text, nearly every token, that
+is the `hash()` cached on the str; any other is encoded first. Not the str's own `hash()`:
+CPython hashes a str's internal buffer, so "\u3066" (U+3066, held as the bytes 66 30) and "f0"
+(66 30) have equal `hash()` under any key; their UTF-8 bytes differ. So nobody can craft an
+equal pair from outside. The tokenizer emits the same hashes (app.text.hashed.token_hash), so
+a message's tokens are looked up without making their texts.
 (SpamAssassin's Bayes keeps only 40 bits of each token's SHA-1.) Writers look up with
 `exact=True`, which compares the texts too, so a new token is never counted under another's
 id.
@@ -47,8 +49,6 @@ _MIN_CAPACITY = 64
 _SORT_NEEDLES = 2048  # above this many, a lookup sorts its hashes before searching
 _MIN_MERGE = 4096  # tokens waiting in the dict before a merge is worth an array copy
 _ENCODING = "utf-8"
-# Odd, so that distinct lengths give distinct masks (the golden ratio's 64 bits, as int64).
-_LENGTH_MIX = np.array(0x9E3779B97F4A7C15, dtype=np.uint64).view(np.int64)
 _ERRORS = "surrogatepass"  # any str round-trips; the tokenizer never makes surrogates
 
 
@@ -526,10 +526,13 @@ def _inserted(
 
 
 def token_hashes(texts: Sequence[str]) -> IntArray:
-    """The 64-bit hash of each text: `hash()` mixed with the length (see the module's doc)."""
+    """The 64-bit hash of each text's UTF-8 bytes (see the module's doc)."""
     hashes = np.fromiter(map(hash, texts), np.int64, len(texts))
-    lengths = np.fromiter(map(len, texts), np.int64, len(texts))
-    return hashes ^ (lengths * _LENGTH_MIX)
+    ascii_ = np.fromiter(map(str.isascii, texts), np.bool_, len(texts))
+    if not ascii_.all():
+        other = np.flatnonzero(~ascii_)
+        hashes[other] = [hash(texts[i].encode(_ENCODING, _ERRORS)) for i in other.tolist()]
+    return hashes
 
 
 def _unpickled(

@@ -7,7 +7,13 @@ import re
 from dataclasses import dataclass
 
 from app.errors import InvalidMessage, MessageTooLarge
-from app.text import TokenizedMessage, TokenizerLimits, token_lines, tokenize_raw, tokenize_text
+from app.text import (
+    TokenizedMessage,
+    TokenizerLimits,
+    token_digest,
+    tokenize_raw,
+    tokenize_text,
+)
 
 MAX_MESSAGE_ID_CHARS = 255
 _FIELD_NAME = re.compile(rb"[!-9;-~]+:")  # RFC 5322 field name: printable ASCII but ':'
@@ -131,12 +137,6 @@ def header_message_id(raw: bytes) -> str | None:
 def check_message_id(message_id: str) -> None:
     if not message_id or len(message_id) > MAX_MESSAGE_ID_CHARS or not message_id.isprintable():
         raise InvalidMessage(f"message_id must be 1-{MAX_MESSAGE_ID_CHARS} printable characters")
-
-
-def token_digest(token_counts: dict[str, int]) -> str:
-    """sha256 of the lines "token<TAB>count" in token order (stored in message keys: the
-    bytes hashed must never change; the compiled core makes them in one buffer)."""
-    return hashlib.sha256(token_lines(token_counts)).hexdigest()
 
 
 def message_key(message_id: str, digest: str) -> str:

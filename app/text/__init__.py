@@ -1,10 +1,12 @@
 """Message -> tokens, pure: no I/O but its packaged stop-word lists, no other room imported.
 
 Public interface: `tokenize_raw`, `tokenize_text`, `text_only`, `load_stop_words`,
-`TokenizerLimits`, `TokenizedMessage`, `evidence_count`, `token_lines`; defect codes in
+`TokenizerLimits`, `TokenizedMessage`, `evidence_count`, `token_lines`; hashed tokens:
+`hash_raw`, `hash_text`, `HashedTokens`, `token_hash`, `token_digest`; defect codes in
 `app.text.defects`.
 """
 
+from app.text.hashed import HashedTokens, hash_raw, hash_text, token_digest, token_hash
 from app.text.limits import TokenizerLimits
 from app.text.mime import ParsedMessage, parse_message
 from app.text.stop_words import load_stop_words
@@ -19,13 +21,18 @@ from app.text.tokenize import (
 )
 
 __all__ = [
+    "HashedTokens",
     "ParsedMessage",
     "TokenizedMessage",
     "TokenizerLimits",
     "evidence_count",
+    "hash_raw",
+    "hash_text",
     "load_stop_words",
     "parse_message",
     "text_only",
+    "token_digest",
+    "token_hash",
     "token_lines",
     "tokenize",
     "tokenize_raw",
