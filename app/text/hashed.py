@@ -80,20 +80,30 @@ class HashedTokens:
             self._token_counts = dict(zip(texts, self.counts.tolist(), strict=True))
         return self._token_counts
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # A hash is keyed per process: another process (a tokenizing worker's result) gets
+        # the texts and hashes them anew.
+        token_counts = self.token_counts
+        return (_rehashed, (token_counts, self.digest, self.defects))
+
     @classmethod
     def of(cls, tokenized: TokenizedMessage) -> HashedTokens:
         """The reference: a string tokenizer's counts, each text hashed."""
         token_counts = tokenized.token_counts
-        n = len(token_counts)
-        hashed = cls(
-            hashes=np.fromiter(map(token_hash, token_counts), np.int64, n),
-            counts=np.fromiter(token_counts.values(), np.int64, n),
-            digest=token_digest(token_counts),
-            defects=tokenized.defects,
-            texts=lambda: list(token_counts),
-        )
-        hashed._token_counts = token_counts
-        return hashed
+        return _rehashed(token_counts, token_digest(token_counts), tokenized.defects)
+
+
+def _rehashed(token_counts: dict[str, int], digest: str, defects: tuple[str, ...]) -> HashedTokens:
+    n = len(token_counts)
+    hashed = HashedTokens(
+        hashes=np.fromiter(map(token_hash, token_counts), np.int64, n),
+        counts=np.fromiter(token_counts.values(), np.int64, n),
+        digest=digest,
+        defects=defects,
+        texts=lambda: list(token_counts),
+    )
+    hashed._token_counts = token_counts
+    return hashed
 
 
 def hash_raw(raw: str | bytes, *, limits: TokenizerLimits = DEFAULT_LIMITS) -> HashedTokens:

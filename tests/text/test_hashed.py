@@ -1,6 +1,9 @@
 """Hashed tokens: the same tokens, counts, digest and defects as the string tokenizer."""
 
 import hashlib
+import pickle
+import subprocess
+import sys
 
 import numpy as np
 from hypothesis import given
@@ -53,3 +56,23 @@ def test_an_ascii_token_hashes_as_its_str_and_any_other_as_its_utf8_bytes() -> N
 def test_the_model_index_hashes_every_text_as_the_tokenizer_does(texts: list[str]) -> None:
     assert token_hashes(texts).tolist() == [token_hash(t) for t in texts]
     assert token_hashes(texts).dtype == np.int64
+
+
+def test_hashed_tokens_cross_processes_as_texts_and_are_hashed_there() -> None:
+    hashed = hash_raw(RAW)
+    script = (
+        "import pickle, sys; from app.text import token_hash; "
+        "h = pickle.loads(sys.stdin.buffer.read()); "
+        "assert h.hashes.tolist() == [token_hash(t) for t in h.token_counts], 'hashes'; "
+        "sys.stdout.buffer.write(pickle.dumps((h.token_counts, h.counts.tolist(), h.digest, "
+        "h.defects)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], input=pickle.dumps(hashed), capture_output=True, check=True
+    )
+    assert pickle.loads(done.stdout) == (
+        hashed.token_counts,
+        hashed.counts.tolist(),
+        hashed.digest,
+        hashed.defects,
+    )
