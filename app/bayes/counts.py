@@ -1,11 +1,13 @@
 """Per-(class, token) counts of one model, in growable int32 arrays (int64 once needed).
 
-A `CountTable` is the in-memory twin of the counts the database stores (SPEC §2): for each
+A `CountTable` is the in-memory twin of the counts the database stores: for each
 (class, token) the messages containing the token (`docs`, Bernoulli D_cw) and its occurrences
 (`terms`, multinomial T_cw), and per class the trained messages N_c and their total terms.
 Token ids are dense, 0..n_tokens-1, and are the ids the database hands out, so a table is
 loaded with `place` and `set_counts` and kept in step with the change feed; `add` trains or
-forgets one message in memory (tests, `spamsift evaluate`).
+forgets one message in memory (tests, `spamsift evaluate`). Messages are scored as term
+matrices: `vectorize` from token -> count maps, `vectorize_hashed` from the tokenizer's
+hashes and counts (no text per token).
 
 Every change bumps `generation` and is written to a short journal (the touched token ids
 and their counts before the change), so a `Classifier` refreshes only what changed since it
@@ -14,7 +16,7 @@ last looked (`changes_since`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, TypeVar, cast
@@ -227,6 +229,50 @@ class CountTable:
         counts = np.fromiter(
             chain.from_iterable(message.values() for message in messages), np.int64, total
         )
+        return self._term_matrix(lengths, ids, counts)
+
+    def vectorize_hashed(
+        self,
+        messages: Sequence[tuple[IntArray, IntArray]],
+        texts: Callable[[int], Sequence[str]],
+    ) -> scipy.sparse.csr_array:
+        """`vectorize` of messages given as (hashes, counts) of their distinct tokens.
+
+        The hashes are the index's (`token_hashes`: the tokenizer's `token_hash`), so no text
+        is made: one concatenation and one lookup for the batch. `texts(row)` gives message
+        `row`'s texts in the order of its hashes; it is asked only for a message holding a
+        token whose hash two indexed texts share (see `TokenIndex.lookup_hashes`).
+        """
+        n_messages = len(messages)
+        lengths = np.fromiter((hashes.size for hashes, _ in messages), np.int64, n_messages)
+        if n_messages:
+            hashes = np.concatenate([hashes for hashes, _ in messages]).astype(np.int64, copy=False)
+            counts = np.concatenate([counts for _, counts in messages]).astype(np.int64, copy=False)
+        else:
+            hashes = counts = np.zeros(0, dtype=np.int64)
+        if hashes.shape != counts.shape:
+            raise ValueError("each message needs one count per hash")
+        starts = np.cumsum(lengths) - lengths
+
+        def texts_at(positions: IntArray) -> list[str]:
+            rows = np.searchsorted(starts, positions, side="right") - 1
+            made: dict[int, Sequence[str]] = {}
+            found = []
+            for row, position in zip(rows.tolist(), positions.tolist(), strict=True):
+                if row not in made:
+                    made[row] = texts(row)
+                found.append(made[row][position - int(starts[row])])
+            return found
+
+        ids = self.tokens.lookup_hashes(hashes, texts_at) if hashes.size else hashes.copy()
+        return self._term_matrix(lengths, ids, counts)
+
+    def _term_matrix(
+        self, lengths: IntArray, ids: IntArray, counts: IntArray
+    ) -> scipy.sparse.csr_array:
+        """The CSR matrix of messages of `lengths` distinct tokens, their ids (-1: unknown)
+        and counts one after the other; unknown tokens and non-positive counts dropped."""
+        n_messages = lengths.size
         rows = np.repeat(np.arange(n_messages, dtype=np.int64), lengths)
         keep = (ids >= 0) & (counts > 0)
         rows, ids, counts = rows[keep], ids[keep], counts[keep]

@@ -27,7 +27,10 @@ is the `hash()` cached on the str; any other is encoded first. Not the str's own
 CPython hashes a str's internal buffer, so "\u3066" (U+3066, held as the bytes 66 30) and "f0"
 (66 30) have equal `hash()` under any key; their UTF-8 bytes differ. So nobody can craft an
 equal pair from outside. The tokenizer emits the same hashes (app.text.hashed.token_hash), so
-a message's tokens are looked up without making their texts.
+scoring looks a message's tokens up by hash alone (`lookup_hashes`: one `searchsorted` per
+sorted array for a whole batch) without making their texts; the hashes of the collided texts
+are kept apart (a small sorted array), and only a token with one of those hashes is asked for
+its text.
 (SpamAssassin's Bayes keeps only 40 bits of each token's SHA-1.) Writers look up with
 `exact=True`, which compares the texts too, so a new token is never counted under another's
 id.
@@ -200,6 +203,9 @@ class TokenIndex(Sequence[str]):
         self._recent_hashes: IntArray = np.zeros(0, dtype=np.int64)  # ascending
         self._recent_ids: NDArray[np.signedinteger[Any]] = np.zeros(0, dtype=np.int64)
         self._collided: dict[str, int] = {}  # hash equal to another indexed token's
+        # Their hashes, ascending: a lookup by hash asks for a token's text only when its
+        # hash is one of these.
+        self._collided_hashes: IntArray = np.zeros(0, dtype=np.int64)
 
     @classmethod
     def from_texts(
@@ -255,6 +261,7 @@ class TokenIndex(Sequence[str]):
         twin._recent_hashes = self._recent_hashes.copy()
         twin._recent_ids = self._recent_ids.copy()
         twin._collided = dict(self._collided)
+        twin._collided_hashes = self._collided_hashes.copy()
         return twin
 
     def __reduce__(self) -> tuple[object, ...]:
@@ -273,6 +280,7 @@ class TokenIndex(Sequence[str]):
             self._hash_ids,
             self._recent_hashes,
             self._recent_ids,
+            self._collided_hashes,
         )
         return len(self._blob) + sum(array.nbytes for array in arrays)
 
@@ -286,6 +294,48 @@ class TokenIndex(Sequence[str]):
         """
         return self._lookup(tokens, None, exact=exact)
 
+    def lookup_hashes(
+        self, hashes: IntArray, texts_at: Callable[[IntArray], Sequence[str]]
+    ) -> IntArray:
+        """Return the ids of the tokens whose hashes are `hashes`, -1 for one the index does
+        not know: `lookup` without a text per token, for scoring.
+
+        `hashes` must come from the index's hash function (`token_hashes`, which is the
+        tokenizer's `token_hash`). A token whose hash some other indexed text shares (the
+        collided ones: never, but for the hash function's chance collisions) is told apart
+        by its text: `texts_at(positions)` gives the texts of the tokens at those positions
+        of `hashes`, and is called only then, once.
+        """
+        hashes = np.asarray(hashes, dtype=np.int64)
+        ids = self._by_hash(hashes)
+        if self._collided_hashes.size:
+            ambiguous = np.flatnonzero(np.isin(hashes, self._collided_hashes))
+            if ambiguous.size:
+                texts = texts_at(ambiguous)
+                if len(texts) != ambiguous.size:
+                    raise ValueError(f"asked for {ambiguous.size} texts, got {len(texts)}")
+                extra = np.fromiter(
+                    map(self._collided.get, texts, repeat(-1)), np.int64, ambiguous.size
+                )
+                chosen = extra >= 0
+                ids[ambiguous[chosen]] = extra[chosen]
+        return ids
+
+    def _by_hash(self, hashes: IntArray) -> IntArray:
+        """The ids the sorted arrays give `hashes` (-1: none), the collided texts aside."""
+        ids = np.full(hashes.size, -1, dtype=np.int64)
+        if self._hashes.size:
+            positions = _positions(self._hashes, hashes)
+            found = np.flatnonzero(self._hashes[positions] == hashes)
+            ids[found] = self._hash_ids[positions[found]]
+        if self._recent_hashes.size:
+            # No hash is in both arrays: only the tokens the large one lacks are looked for.
+            missing = np.flatnonzero(ids < 0)
+            positions = _positions(self._recent_hashes, hashes[missing])
+            hit = self._recent_hashes[positions] == hashes[missing]
+            ids[missing[hit]] = self._recent_ids[positions[hit]]
+        return ids
+
     def _lookup(self, tokens: Sequence[str], hashes: IntArray | None, *, exact: bool) -> IntArray:
         """`lookup`, with the tokens' hashes when the caller has them already."""
         n = len(tokens)
@@ -293,16 +343,7 @@ class TokenIndex(Sequence[str]):
         if self._hashes.size or self._recent_hashes.size:
             if hashes is None:
                 hashes = self._hashes_of(tokens)
-            if self._hashes.size:
-                positions = _positions(self._hashes, hashes)
-                found = np.flatnonzero(self._hashes[positions] == hashes)
-                ids[found] = self._hash_ids[positions[found]]
-            if self._recent_hashes.size:
-                # No hash is in both arrays: only the tokens the large one lacks are looked for.
-                missing = np.flatnonzero(ids < 0)
-                positions = _positions(self._recent_hashes, hashes[missing])
-                hit = self._recent_hashes[positions] == hashes[missing]
-                ids[missing[hit]] = self._recent_ids[positions[hit]]
+            ids = self._by_hash(hashes)
             if exact:
                 found = np.flatnonzero(ids >= 0)
                 if found.size:
@@ -482,8 +523,11 @@ class TokenIndex(Sequence[str]):
                 clashes |= (
                     level[np.minimum(np.searchsorted(level, hashes), level.size - 1)] == hashes
                 )
-        for position in np.flatnonzero(clashes).tolist():
+        clashing = np.flatnonzero(clashes)
+        for position in clashing.tolist():
             self._collided[texts[int(order[position])]] = int(token_ids[position])
+        if clashing.size:
+            self._collided_hashes = np.union1d(self._collided_hashes, hashes[clashing])
         keep = ~clashes
         hashes, token_ids = hashes[keep], token_ids[keep]
         if recent:

@@ -9,7 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.bayes.counts import CountTable
-from tests.bayes.examples import random_counts, rows_of
+from app.bayes.tokens import TokenIndex, token_hashes
+from app.text import hash_raw
+from tests.bayes.examples import corpus_messages, random_counts, rows_of
 
 
 def assert_same_counts(table: CountTable, other: CountTable) -> None:
@@ -166,6 +168,85 @@ def test_vectorize_counts_known_tokens_and_drops_unknown_ones():
     X = table.vectorize([{"c": 2, "a": 1, "zzz": 4}, {}, {"b": 3}])
     assert isinstance(X, scipy.sparse.csr_array)
     np.testing.assert_array_equal(X.toarray(), [[1, 0, 2], [0, 0, 0], [0, 3, 0]])
+
+
+def hashed_rows(messages, hash_of=token_hashes):
+    return [
+        (hash_of(list(message)), np.fromiter(message.values(), np.int64, len(message)))
+        for message in messages
+    ]
+
+
+def texts_of(messages):
+    return lambda row: list(messages[row])
+
+
+def assert_same_matrix(X, Y):
+    assert X.shape == Y.shape
+    np.testing.assert_array_equal(X.indptr, Y.indptr)
+    np.testing.assert_array_equal(X.indices, Y.indices)
+    np.testing.assert_array_equal(X.data, Y.data)
+
+
+def test_vectorize_by_hash_counts_known_tokens_and_drops_unknown_ones():
+    table = CountTable(["ham", "spam"])
+    table.intern(["a", "b", "c"])
+    messages = [{"c": 2, "a": 1, "zzz": 4}, {}, {"b": 3, "a": 0}]
+
+    X = table.vectorize_hashed(hashed_rows(messages), texts_of(messages))
+
+    assert isinstance(X, scipy.sparse.csr_array)
+    np.testing.assert_array_equal(X.toarray(), [[1, 0, 2], [0, 0, 0], [0, 3, 0]])
+    assert_same_matrix(X, table.vectorize(messages))
+    assert table.vectorize_hashed([], texts_of([])).shape == (0, 3)
+    with pytest.raises(ValueError, match="one count per hash"):
+        table.vectorize_hashed([(token_hashes(["a"]), np.zeros(2, np.int64))], texts_of([{}]))
+
+
+def weak_hashes(texts):
+    return np.array([len(text) % 3 for text in texts], dtype=np.int64)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    known=st.lists(st.text(min_size=1, max_size=3), max_size=30, unique=True),
+    messages=st.lists(
+        st.dictionaries(st.text(min_size=1, max_size=3), st.integers(-1, 5), max_size=12),
+        max_size=8,
+    ),
+    weak=st.booleans(),
+)
+def test_vectorize_by_hash_equals_vectorize_by_text(known, messages, weak):
+    table = CountTable(["ham", "spam", "other"])
+    hash_of = token_hashes
+    if weak:  # most tokens share a hash with another: told apart by their texts
+        table.tokens = TokenIndex(hash_function=lambda text: len(text) % 3)
+        hash_of = weak_hashes
+    table.intern(known[: len(known) // 2])
+    table.place(np.arange(len(known) // 2 + 3, len(known) + 3), known[len(known) // 2 :])
+
+    X = table.vectorize_hashed(hashed_rows(messages, hash_of), texts_of(messages))
+
+    assert_same_matrix(X, table.vectorize(messages))
+
+
+def test_vectorize_by_the_tokenizers_hashes_equals_vectorize_on_a_real_corpus():
+    messages = [hash_raw(text) for _, text in corpus_messages("spamassassin")[::10]]
+    training, probe = messages[::2], messages[1::2]
+    table = CountTable(["ham", "spam"])
+    for index, message in enumerate(training):
+        table.add(index % 2, table.intern(list(message.token_counts)), message.counts)
+
+    X = table.vectorize_hashed(
+        [(message.hashes, message.counts) for message in probe], no_texts_asked
+    )
+
+    assert_same_matrix(X, table.vectorize([message.token_counts for message in probe]))
+    assert X.nnz > 0.5 * sum(len(message) for message in probe)
+
+
+def no_texts_asked(row):
+    raise AssertionError(f"texts of message {row} asked: no two tokens of the model share a hash")
 
 
 def test_count_views_cannot_be_written_around_the_journal():

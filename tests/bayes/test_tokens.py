@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.bayes.tokens import EncodedTexts, TokenIndex
+from app.bayes.tokens import EncodedTexts, TokenIndex, token_hashes
 
 TEXTS = ["free", "viagra", "subject:hello", "url:example.com", "naïve", "日本語", "💊"]
 
@@ -20,6 +20,26 @@ TEXTS = ["free", "viagra", "subject:hello", "url:example.com", "naïve", "日本
 def weak_hash(text: str) -> int:
     """Few distinct values, so most tokens share a hash with another."""
     return len(text) % 3
+
+
+def weak_hashes(texts: list[str]) -> np.ndarray:
+    return np.array([weak_hash(text) for text in texts], dtype=np.int64)
+
+
+class TextsAsked:
+    """The `texts_at` of a lookup by hash: the texts of `tokens`, noting the positions asked."""
+
+    def __init__(self, tokens: list[str]) -> None:
+        self.tokens = tokens
+        self.asked: list[int] = []
+
+    def __call__(self, positions: np.ndarray) -> list[str]:
+        self.asked.extend(positions.tolist())
+        return [self.tokens[i] for i in positions.tolist()]
+
+
+def no_texts(positions: np.ndarray) -> list[str]:
+    raise AssertionError(f"texts asked for positions {positions.tolist()}")
 
 
 def test_texts_come_back_by_id_and_ids_by_text() -> None:
@@ -124,6 +144,52 @@ def test_tokens_added_a_few_at_a_time_and_in_bulk_are_told_apart_across_merges()
     assert index.lookup(["b99", "c"], exact=True).tolist() == [-1, -1]
 
 
+def test_a_lookup_by_hash_finds_what_a_lookup_by_text_finds_without_asking_for_texts() -> None:
+    index = TokenIndex.from_texts(TEXTS[:4])
+    index.intern(TEXTS[4:])  # waiting in the small sorted array
+    probe = [*reversed(TEXTS), "unknown", "naive", "f0"]
+
+    found = index.lookup_hashes(token_hashes(probe), no_texts)
+
+    assert found.tolist() == index.lookup(probe).tolist() == [6, 5, 4, 3, 2, 1, 0, -1, -1, -1]
+    assert index.lookup_hashes(np.zeros(0, dtype=np.int64), no_texts).tolist() == []
+    assert TokenIndex().lookup_hashes(token_hashes(TEXTS), no_texts).tolist() == [-1] * 7
+
+
+def test_a_lookup_by_hash_asks_for_the_texts_of_collided_hashes_only() -> None:
+    # weak_hash gives 0, 1 or 2: "ab" (2) and "cd" (2) collide, "x" (1) is alone; a text of
+    # length 0 mod 3 has a hash no indexed text has.
+    index = TokenIndex.from_texts(["ab", "x"], hash_function=weak_hash)
+    index.intern(["cd"])
+    probe = ["x", "cd", "abc", "ab", "zz", "cd"]
+    asked = TextsAsked(probe)
+
+    found = index.lookup_hashes(weak_hashes(probe), asked)
+
+    assert found.tolist() == index.lookup(probe).tolist() == [1, 2, -1, 0, 0, 2]
+    assert asked.asked == [1, 3, 4, 5]  # once, for the tokens of hash 2
+    # "zz" is taken for "ab" as a lookup by text takes it: equal hashes, and not a collided
+    # text. Scoring accepts that (a 64-bit keyed hash); writers look up by text, exactly.
+    assert index.lookup(["zz"], exact=True).tolist() == [-1]
+
+
+def test_a_lookup_by_hash_refuses_texts_that_do_not_match_the_positions_asked() -> None:
+    index = TokenIndex.from_texts(["ab", "cd"], hash_function=weak_hash)
+
+    with pytest.raises(ValueError, match="asked for 1 texts, got 0"):
+        index.lookup_hashes(weak_hashes(["cd"]), lambda positions: [])
+
+
+def test_a_copy_and_a_pickled_index_keep_their_collided_texts_apart_by_hash() -> None:
+    texts = [f"t{i}" * (i % 5 + 1) for i in range(300)]
+    index = TokenIndex.from_texts(texts, hash_function=weak_hash)
+    probe = [*texts, "never seen"]
+    expected = index.lookup(probe).tolist()
+
+    for twin in (index.copy(), pickle.loads(pickle.dumps(index))):
+        assert twin.lookup_hashes(weak_hashes(probe), TextsAsked(probe)).tolist() == expected
+
+
 def test_texts_whose_str_hashes_are_equal_under_any_key_are_not_taken_for_each_other() -> None:
     # CPython hashes a str's internal buffer: "て" (U+3066, stored as the bytes 66 30) and
     # "f0" (stored as 66 30) have equal hash() whatever the process's key.
@@ -168,6 +234,11 @@ def test_any_mix_of_interning_and_placing_matches_a_dict(
         known = list(reference)
         assert index.lookup(known).tolist() == [reference[text] for text in known]
         assert all(index[token_id] == text for text, token_id in reference.items())
+        probe = [*known, *texts, "never seen"]
+        asked = TextsAsked(probe)
+        by_hash = index.lookup_hashes(weak_hashes(probe), asked)
+        assert by_hash.tolist() == index.lookup(probe).tolist()
+        assert len(set(asked.asked)) == len(asked.asked)  # each position at most once
 
 
 def test_a_large_index_costs_a_few_dozen_bytes_a_token() -> None:
