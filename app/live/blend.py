@@ -9,14 +9,15 @@ The merge itself is pure (`app.bayes.blend.merge_counts`); this room gathers wha
 - otherwise (multinomial, Bernoulli, a max_vocab cut: they read the whole vocabulary) both
   models are held and their whole tables are merged, O(|V|) per request.
 
-The merged model scores with the personal model's options (thresholds, event model, floor of
-trained messages); `ids_in` maps its tokens back to each model's own ids, so the
-classification record kept for feedback by message_id names tokens each model knows.
+Only the first way reads the messages' texts; the merged model, either way, scores them by
+their hashes. The merged model scores with the personal model's options (thresholds, event
+model, floor of trained messages); `ids_in` maps its tokens back to each model's own ids, so
+the classification record kept for feedback by message_id names tokens each model knows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,13 +74,14 @@ def read_blend(
     models: LiveModels,
     personal: LiveModel | ModelRow | PartialModel,
     backing: LiveModel | ModelRow,
-    texts: Sequence[str],
+    texts: Callable[[], Sequence[str]],
     *,
     event_model: str | None,
     personal_weight: int = 1,
 ) -> Blend:
     """Merge `personal`'s counts (times `personal_weight`) with `backing`'s for scoring
-    messages made of `texts`.
+    messages made of `texts()` (called only when the blend reads rows by text: a merge of
+    whole tables needs no text of the messages, which are scored by hash).
 
     `personal` is the held copy, the row of a model this process does not hold, or what was
     already read of such a model for these texts (a `PartialModel`, so nothing is read twice).
@@ -95,7 +97,7 @@ def read_blend(
     if scores_from_message_rows(config, event_model) and not needs_vocabulary_totals(
         config, event_model
     ):
-        distinct = list(dict.fromkeys(texts))
+        distinct = list(dict.fromkeys(texts()))
         first = _rows(models, personal, distinct, event_model=event_model)
         second = _rows(models, backing, distinct, event_model=event_model)
         table, id_lists = merge_rows(

@@ -1,4 +1,9 @@
-"""Use case: classify messages against a model's counts (read-only on the counts)."""
+"""Use case: classify messages against a model's counts (read-only on the counts).
+
+A held model scores a batch by the tokenizer's hashes (`CountTable.vectorize_hashed`): no
+text is made per token. Texts are made only where rows are read by text: the partial read of
+a model this process does not hold, and a blend that merges only the messages' rows.
+"""
 
 from __future__ import annotations
 
@@ -93,7 +98,8 @@ def classify_batch(
     if live is None:
         # A model this process does not hold is scored from its messages' rows alone where its
         # scorer allows, else loaded (within the memory budget). The model's row is read in
-        # the same transaction as those rows (ModelNotFound there): one read, not two.
+        # the same transaction as those rows (ModelNotFound there): one read, not two. The
+        # rows are read by text, so the messages' texts are made for it.
         texts = [text for message in prepared for text in message.token_counts]
         partial = rt.models.read_partial(model_name, texts, event_model=event_model)
         if partial is None:
@@ -158,12 +164,16 @@ def _classify_blended(
     so feedback by message_id can train the personal model with the tokens only the backing
     model knew; the activity counters are the personal model's alone.
     """
-    texts = [text for message in prepared for text in message.token_counts]
     source = personal.live if isinstance(personal, PartialModel) else personal
     options = source.options if isinstance(source, LiveModel) else source.config
     weight = parse_config(options, classes=source.classes).personal_weight
     blend = read_blend(
-        rt.models, personal, backing, texts, event_model=event_model, personal_weight=weight
+        rt.models,
+        personal,
+        backing,
+        lambda: [text for message in prepared for text in message.token_counts],
+        event_model=event_model,
+        personal_weight=weight,
     )
     results, merged_records = _score(
         blend.live,
@@ -273,7 +283,12 @@ def _score(
             raise NotTrained(
                 f"model {live.name!r} has no trained message of class {', '.join(untrained)}"
             )
-        X = live.table.vectorize([message.token_counts for message in prepared])
+        # By the tokenizer's hashes: no text per token, but for a hash two of the model's
+        # tokens share (see TokenIndex.lookup_hashes).
+        X = live.table.vectorize_hashed(
+            [(message.tokens.hashes, message.tokens.counts) for message in prepared],
+            lambda row: list(prepared[row].token_counts),
+        )
         classifier = live.classifier
         log_proba, scores, used = classifier.assess(X, event_model=chosen)
         clues = (

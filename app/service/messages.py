@@ -1,4 +1,11 @@
-"""A message as clients send it, and the identity spamsift gives it (SPEC §2, §7)."""
+"""A message as clients send it, and the identity spamsift gives it.
+
+A prepared message keeps its tokens as the tokenizer hashed them (`HashedTokens`): scoring a
+model held in memory needs nothing else. The token -> count dict is made from them on first
+use, for what works on texts: training, the partial read of a model not held, blends over
+whole tables' texts, `spamsift evaluate`. The message key's digest is the one the tokenizer
+computed.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +14,7 @@ import re
 from dataclasses import dataclass
 
 from app.errors import InvalidMessage, MessageTooLarge
-from app.text import (
-    TokenizedMessage,
-    TokenizerLimits,
-    token_digest,
-    tokenize_raw,
-    tokenize_text,
-)
+from app.text import HashedTokens, TokenizerLimits, hash_raw, hash_text
 
 MAX_MESSAGE_ID_CHARS = 255
 _FIELD_NAME = re.compile(rb"[!-9;-~]+:")  # RFC 5322 field name: printable ASCII but ':'
@@ -47,11 +48,19 @@ class PreparedMessage:
 
     message_id: str
     message_key: str
-    token_counts: dict[str, int]
-    defects: tuple[str, ...]
+    tokens: HashedTokens
     # Plain `text` (an SMS, a chat line) trains with any token; raw mail needs the server's
     # min_train_tokens. A model's own min_train_tokens overrides both.
     from_text: bool = False
+
+    @property
+    def token_counts(self) -> dict[str, int]:
+        """token -> count in first-emission order (made from the hashed tokens once)."""
+        return self.tokens.token_counts
+
+    @property
+    def defects(self) -> tuple[str, ...]:
+        return self.tokens.defects
 
 
 def prepare(
@@ -66,11 +75,11 @@ def prepare(
     if message.raw is not None:
         raw = message.raw
         content = raw if isinstance(raw, bytes) else _raw_bytes(raw)
-        tokenized: TokenizedMessage = tokenize_raw(raw, limits=limits)
+        tokens = hash_raw(raw, limits=limits)
     else:
         assert message.text is not None
         content = message.text.encode("utf-8", "surrogatepass")
-        tokenized = tokenize_text(message.text, limits=limits)
+        tokens = hash_text(message.text, limits=limits)
     message_id = (
         message.message_id
         or (header_message_id(content) if message.raw is not None else None)
@@ -79,9 +88,8 @@ def prepare(
     check_message_id(message_id)
     return PreparedMessage(
         message_id=message_id,
-        message_key=message_key(message_id, token_digest(tokenized.token_counts)),
-        token_counts=tokenized.token_counts,
-        defects=tokenized.defects,
+        message_key=message_key(message_id, tokens.digest),
+        tokens=tokens,
         from_text=message.raw is None,
     )
 
