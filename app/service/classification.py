@@ -130,13 +130,14 @@ def classify_batch(
         explain=explain,
         model_ids=model_ids,
         min_learns=min_learns_of(rt, live),
+        models=(live.name,),
     )
     rt.record_classifications(
         live.id,
         records,
         Counter({"classified": len(results)}) + Counter(f"verdict:{r.verdict}" for r in results),
     )
-    return [replace(result, models=(live.name,)) for result in results]
+    return results
 
 
 def find_backing(conn: Connection, model_id: int) -> ModelRow | None:
@@ -182,6 +183,7 @@ def _classify_blended(
         explain=explain,
         min_learns=min_learns_of(rt, blend.live),
         class_messages=blend.messages(),
+        models=blend.names,
     )
     for index, part in enumerate(blend.parts):
         records = []
@@ -202,7 +204,7 @@ def _classify_blended(
                 f"verdict:{r.verdict}" for r in results
             )
         rt.record_classifications(part.model_id, records, events)
-    return [replace(result, models=blend.names) for result in results]
+    return results
 
 
 _MIN_CHUNK = 50  # fewer messages per worker cost more in pickling than they save
@@ -266,11 +268,13 @@ def _score(
     min_learns: int = 0,
     model_ids: IntArray | None = None,
     class_messages: list[int] | None = None,
+    models: tuple[str, ...] = (),
 ) -> tuple[list[Classification], list[ClassificationRecord]]:
     """Score `prepared` on `live`; `model_ids` maps the table's token ids to the model's when
     `live` holds only the messages' tokens (the records keep the model's ids).
     `class_messages`: the trained messages per class the floor applies to, when they are not
-    the table's (a weighted blend counts each message once there)."""
+    the table's (a weighted blend counts each message once there). `models`: the names the
+    results give as scoring them."""
     chosen = event_model or live.config.event_model
     if chosen == "robinson-fisher" and set(live.classes) != {"ham", "spam"}:
         raise InvalidConfig("event_model", "robinson-fisher needs exactly the classes ham and spam")
@@ -321,6 +325,7 @@ def _score(
                 else [Clue(token=c.token, class_=c.class_, weight=c.weight) for c in clues[row]],
                 defects=message.defects,
                 warnings=warnings,
+                models=models,
             )
         )
         start, end = X.indptr[row], X.indptr[row + 1]
