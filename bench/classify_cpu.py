@@ -6,7 +6,10 @@ database, bogofilter into an empty word list); then the test split is classified
 times by each variant in turn: spamsift's `classify_batch` (batches of 1,000, the model held
 and warm) with the compiled token core and with the pure-Python core forced, and bogofilter
 in one bulk run (`-T -b`). CPU time: this process's for spamsift, bogofilter's from its
-rusage. Medians in messages per CPU second, their spread, and the ratios to bogofilter.
+rusage. Medians in messages per CPU second, their spread, and the ratios to bogofilter; and
+per message, the CPU time of tokenizing alone (`prepare_messages`: parse, tokens, hashes,
+digest, message id) beside the whole classification, the rest being the lookup, scoring and
+the batch's bookkeeping.
 
     python -m bench.classify_cpu --runs 7
     python -m bench.classify_cpu --runs 1 --profile 25   # and where classify_batch's time goes
@@ -22,10 +25,12 @@ import cProfile
 import os
 import pstats
 import shutil
+import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from app.service.classification import prepare_messages
 from app.service.messages import Message
 from app.service.runtime import Runtime
 from app.service.training import train_batch
@@ -36,6 +41,7 @@ from bench import data
 from bench.databases import fresh_database
 from bench.timing import ratio
 from bench.versus_bogofilter import (
+    CLASSIFY_BATCH,
     TRAIN_BATCH,
     Bogofilter,
     Timings,
@@ -63,6 +69,7 @@ def run(runs: int, profile_lines: int) -> dict[str, Any]:
     variants = cores()
     timings: dict[str, Timings] = {core: Timings() for core in variants}
     timings["bogofilter"] = Timings()
+    preparing: dict[str, Timings] = {core: Timings() for core in variants}
     with tempfile.TemporaryDirectory(prefix="classify-cpu-") as temporary:
         folder = Path(temporary)
         bogofilter = Bogofilter(path, split, folder) if path else None
@@ -85,6 +92,11 @@ def run(runs: int, profile_lines: int) -> dict[str, Any]:
                         use_core(core)
                         with timed(timings[core]):
                             classify_all(runtime, test)
+                        with timed(preparing[core]):
+                            for start in range(0, len(test), CLASSIFY_BATCH):
+                                prepare_messages(
+                                    runtime, test[start : start + CLASSIFY_BATCH], "classify"
+                                )
                     if bogofilter is not None:
                         bogofilter.classify(timings["bogofilter"])
                 if profile_lines:
@@ -111,6 +123,12 @@ def run(runs: int, profile_lines: int) -> dict[str, Any]:
             f"  {name:10s} {rate['median']:8.1f} msg/CPU-s (spread {rate['spread_pct']} %)"
             + ("" if versus is None or name == "bogofilter" else f"  {versus:.3f} x bogofilter")
         )
+    print("CPU µs per message (medians): tokenizing alone, the whole classification")
+    for core in variants:
+        whole = statistics.median(timings[core].cpu) / len(test) * 1e6
+        tokenizing = statistics.median(preparing[core].cpu) / len(test) * 1e6
+        results[f"{core}_us_per_message"] = {"tokenizing": tokenizing, "whole": whole}
+        print(f"  {core:10s} {tokenizing:6.0f} of {whole:6.0f} (the rest {whole - tokenizing:.0f})")
     return results
 
 
