@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from app.errors import InvalidMessage, MessageTooLarge
 from app.text import HashedTokens, TokenizerLimits, hash_raw, hash_text
+from app.text import token_digest as token_digest  # the key's digest, for callers of this module
 
 MAX_MESSAGE_ID_CHARS = 255
 _FIELD_NAME = re.compile(rb"[!-9;-~]+:")  # RFC 5322 field name: printable ASCII but ':'
