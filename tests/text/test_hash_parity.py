@@ -104,6 +104,21 @@ def test_arbitrary_text_hashes_the_same_both_ways(text: str, limits: TokenizerLi
     assert_same_text(text, limits)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(texts, max_size=200, unique=True), st.sampled_from([-1, 0, 1, 2]))
+def test_the_digest_sorts_tokens_by_code_point_whatever_its_depth_limit(
+    tokens: list[str], depth: int
+) -> None:
+    """The digest's introsort, and the heapsort it falls back to (depth 0) when a sender's
+    token order defeats its pivots, give Python's order of the texts."""
+    from app.text import _core  # type: ignore[attr-defined]
+
+    tokens = [token.encode("utf-8", "replace").decode() for token in tokens]  # no surrogates
+    expected = [token.encode() for token in sorted(set(tokens))]
+    assert _core.sorted_utf8(sorted(set(tokens), reverse=True), depth) == expected
+    assert _core.sorted_utf8(list(dict.fromkeys(tokens)), depth) == expected
+
+
 def test_the_text_is_capped_as_tokenize_text_caps_it() -> None:
     limits = TokenizerLimits(max_scan_bytes=50)
     text = "caf\u00e9 \u4e2d\u6587 word " * 20
