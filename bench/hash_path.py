@@ -13,12 +13,14 @@ them once per run, the variants taking turns run by run; CPU time of the process
 - hash_raw, compiled: the compiled core counting by hash;
 - parse_message alone: the MIME and HTML parse every variant starts with.
 
-Prints a Markdown table, and the same numbers as JSON (to PATH with --json, else stdout).
+Prints a Markdown table, and the same numbers as JSON (to PATH with --json, else stdout),
+with the machine's load average when the runs ended.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -71,6 +73,7 @@ def measure(runs: int) -> dict[str, object]:
         core.use_core(before.name)
     per = 1e6 / len(raws)
     return {
+        "load_average": [round(load, 2) for load in os.getloadavg()],  # 1, 5, 15 min, at the end
         "messages": len(raws),
         "runs": runs,
         "unit": "CPU microseconds per message",
@@ -96,7 +99,7 @@ def main() -> None:
     result = measure(runs)
     print(
         f"{result['messages']} messages (SpamAssassin test split), CPU µs per message, "
-        f"median of {runs} runs (min-max)"
+        f"median of {runs} runs (min-max); load average {result['load_average']}"
     )
     print("| variant | µs per message |")
     print("|---|---:|")
