@@ -1268,6 +1268,22 @@ cdef HashCounter _counter():
     return counter
 
 
+cdef enum:
+    # A counter grown past these by one huge message (a thousand 8 KiB header fields give a
+    # million tokens) is dropped after it, so that a thread does not keep tens of MB for
+    # good; a mail needs about 500 entries.
+    _KEPT_ENTRIES = 1 << 16
+    _KEPT_ARENA_BYTES = 1 << 20
+
+
+cdef void _release(HashCounter counter) noexcept:
+    counter.busy = False
+    if (
+        counter.entries_capacity > _KEPT_ENTRIES or counter.arena_capacity > _KEPT_ARENA_BYTES
+    ) and getattr(_threads, "counter", None) is counter:
+        _threads.counter = None
+
+
 # What the hash path calls in the rest of the text room, imported on first use: those
 # modules import app.text.core, which imports this extension.
 cdef object _parse_message = None
@@ -1358,7 +1374,7 @@ def hash_raw(raw, limits):
             )
         return _hashed(counter, limits, found)
     finally:
-        counter.busy = False
+        _release(counter)
 
 
 def hash_text(text, limits):
@@ -1373,4 +1389,4 @@ def hash_text(text, limits):
             counter.tokens(_shape_of(_utf8_size(text), counter.url_tokens, None))
         return _hashed(counter, limits, found)
     finally:
-        counter.busy = False
+        _release(counter)

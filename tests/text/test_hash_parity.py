@@ -209,6 +209,20 @@ def test_texts_are_made_on_demand_and_survive_the_next_message() -> None:
     ]
 
 
+def test_a_thread_keeps_its_counter_for_mail_but_not_after_a_huge_message() -> None:
+    from app.text import _core  # type: ignore[attr-defined]
+
+    COMPILED.hash_raw(b"Subject: hi\n\nan ordinary message", LIMITS)
+    kept = _core._threads.counter
+    assert kept is not None
+    COMPILED.hash_raw(b"Subject: hi\n\nanother ordinary message", LIMITS)
+    assert _core._threads.counter is kept  # reused: its buffers grow once
+    huge = b"Subject: big\n\n" + b" ".join(b"w%d" % n for n in range(100_000))
+    assert_same_raw(huge)
+    assert _core._threads.counter is None  # dropped: the next message starts small
+    assert_same_raw(b"Subject: hi\n\nan ordinary message")
+
+
 def test_an_extension_without_the_hash_path_falls_back_to_python_with_a_warning() -> None:
     # An extension built before hash_raw existed must not leave hash_raw without a core.
     stale = types.SimpleNamespace(
