@@ -119,6 +119,12 @@ def test_the_digest_sorts_tokens_by_code_point_whatever_its_depth_limit(
     assert _core.sorted_utf8(list(dict.fromkeys(tokens)), depth) == expected
 
 
+def test_a_message_given_as_str_hashes_the_same_both_ways() -> None:
+    raw = "Subject: caf\u00e9 \u4e2d\u6587\n\nBuy the cheap pills now at http://a.example/x"
+    compiled = COMPILED.hash_raw(raw, LIMITS)
+    assert answers(compiled) == answers(PYTHON.hash_raw(raw, LIMITS))
+
+
 def test_the_text_is_capped_as_tokenize_text_caps_it() -> None:
     limits = TokenizerLimits(max_scan_bytes=50)
     text = "caf\u00e9 \u4e2d\u6587 word " * 20
