@@ -16,10 +16,10 @@ hash without the process's key. Being keyed per process, a hash is never stored.
 
 `hash_raw` and `hash_text` run the active token core (app.text.core): the compiled one counts
 the tokens by hash in C as its loops find them, with the word pairs, the shape tokens and the
-digest, and makes a `str` only for the rarer tokens (URLs, domains, part and link tokens) and
-for the words of a text that is not ASCII. The pure-Python reference, and the fallback, is
-`tokenize_raw` / `tokenize_text`, then each text hashed and the digest taken from
-`token_lines`: tests/text/test_hash_parity.py proves the two give the same answers.
+digest, and makes a `str` only for the rarer tokens (URLs, domains, header names, part and
+link tokens, `skip:`), never for a word, whatever its script. The pure-Python reference, and
+the fallback, is `tokenize_raw` / `tokenize_text`, then each text hashed and the digest taken
+from `token_lines`: tests/text/test_hash_parity.py proves the two give the same answers.
 """
 
 from __future__ import annotations
