@@ -32,8 +32,18 @@ from libc.string cimport memcmp, memcpy, memset
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object text)
     Py_UCS4 PyUnicode_READ_CHAR(object text, Py_ssize_t index)
-    Py_hash_t _Py_HashBytes(const void *data, Py_ssize_t length)
     const char *PyUnicode_AsUTF8AndSize(object text, Py_ssize_t *size) except NULL
+
+# hash(bytes) from a buffer: private as _Py_HashBytes up to CPython 3.13, public from 3.14.
+cdef extern from *:
+    """
+    #if PY_VERSION_HEX >= 0x030E0000
+    #define spamsift_hash_bytes(data, length) Py_HashBuffer((data), (length))
+    #else
+    #define spamsift_hash_bytes(data, length) _Py_HashBytes((data), (length))
+    #endif
+    """
+    Py_hash_t spamsift_hash_bytes(const void *data, Py_ssize_t length)
 
 import hashlib
 import threading
@@ -995,7 +1005,7 @@ cdef class HashCounter(_Sink):
 
     cdef Py_ssize_t add(self, const uint8_t *data, Py_ssize_t length) except -1:
         """Count one token given as UTF-8 bytes; return its entry."""
-        cdef int64_t hash = _Py_HashBytes(data, length)
+        cdef int64_t hash = spamsift_hash_bytes(data, length)
         cdef Py_ssize_t slot = <Py_ssize_t>(<uint64_t>hash & <uint64_t>self.mask)
         cdef Py_ssize_t capacity
         cdef int index
