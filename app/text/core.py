@@ -9,18 +9,21 @@ process (`use_core`, from the SPAMSIFT_TOKENIZER setting) and never per message.
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from app.text import counts, headers, pairs, words
 from app.text.limits import TokenizerLimits
+
+if TYPE_CHECKING:
+    from app.text.hashed import HashedTokens
 
 CoreChoice = Literal["auto", "python", "compiled"]
 
 
 @dataclass(frozen=True)
 class TokenCore:
-    """The hot functions of one implementation, named as in app.text.headers, words, pairs
-    and counts."""
+    """The hot functions of one implementation, named as in app.text.headers, words, pairs,
+    counts and hashed."""
 
     name: Literal["python", "compiled"]
     split_header_block: Callable[[str, TokenizerLimits], headers.HeaderBlock]
@@ -34,6 +37,22 @@ class TokenCore:
     pair_tokens: Callable[[list[str], int], list[str]]
     count_prefixed: Callable[[Iterable[str], str | tuple[str, ...]], int]
     token_lines: Callable[[dict[str, int]], bytes]
+    hash_raw: Callable[[str | bytes, TokenizerLimits], "HashedTokens"]
+    hash_text: Callable[[str, TokenizerLimits], "HashedTokens"]
+
+
+# The hash path's reference is the string tokenizer, whose modules import this one: imported
+# when first called.
+def _python_hash_raw(raw: str | bytes, limits: TokenizerLimits) -> "HashedTokens":
+    from app.text import hashed
+
+    return hashed.reference_hash_raw(raw, limits)
+
+
+def _python_hash_text(text: str, limits: TokenizerLimits) -> "HashedTokens":
+    from app.text import hashed
+
+    return hashed.reference_hash_text(text, limits)
 
 
 PYTHON = TokenCore(
@@ -47,6 +66,8 @@ PYTHON = TokenCore(
     pair_tokens=pairs.pair_tokens,
     count_prefixed=counts.count_prefixed,
     token_lines=counts.token_lines,
+    hash_raw=_python_hash_raw,
+    hash_text=_python_hash_text,
 )
 
 

@@ -14,8 +14,12 @@ holds (`_Py_HashBytes`). UTF-8 gives each text one byte string, so only the keye
 chance collisions remain (about n / 2^64 per lookup): nobody can craft two tokens with one
 hash without the process's key. Being keyed per process, a hash is never stored.
 
-This module is the pure-Python reference: `tokenize_raw` / `tokenize_text`, then each text
-hashed and the digest taken from `token_lines`.
+`hash_raw` and `hash_text` run the active token core (app.text.core): the compiled one counts
+the tokens by hash in C as its loops find them, with the word pairs, the shape tokens and the
+digest, and makes a `str` only for the rarer tokens (URLs, domains, header names, part and
+link tokens, `skip:`), never for a word, whatever its script. The pure-Python reference, and
+the fallback, is `tokenize_raw` / `tokenize_text`, then each text hashed and the digest taken
+from `token_lines`: tests/text/test_hash_parity.py proves the two give the same answers.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import NDArray
 
+from app.text import core
 from app.text.limits import DEFAULT_LIMITS, TokenizerLimits
 from app.text.tokenize import TokenizedMessage, token_lines, tokenize_raw, tokenize_text
 
@@ -108,9 +113,19 @@ def _rehashed(token_counts: dict[str, int], digest: str, defects: tuple[str, ...
 
 def hash_raw(raw: str | bytes, *, limits: TokenizerLimits = DEFAULT_LIMITS) -> HashedTokens:
     """Tokenize a raw RFC 822 message into hashed tokens; never raise."""
-    return HashedTokens.of(tokenize_raw(raw, limits=limits))
+    return core.active().hash_raw(raw, limits)
 
 
 def hash_text(text: str, *, limits: TokenizerLimits = DEFAULT_LIMITS) -> HashedTokens:
     """Tokenize plain text into hashed tokens; never raise."""
+    return core.active().hash_text(text, limits)
+
+
+def reference_hash_raw(raw: str | bytes, limits: TokenizerLimits) -> HashedTokens:
+    """`hash_raw` of the pure-Python core: the string tokenizer's counts, each text hashed."""
+    return HashedTokens.of(tokenize_raw(raw, limits=limits))
+
+
+def reference_hash_text(text: str, limits: TokenizerLimits) -> HashedTokens:
+    """`hash_text` of the pure-Python core."""
     return HashedTokens.of(tokenize_text(text, limits=limits))

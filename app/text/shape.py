@@ -24,7 +24,12 @@ def shape_tokens(size_bytes: int, tokens: list[str], part_types: list[str] | Non
     given only when `part_types` is (a raw message, not a plain text).
     """
     links = core.active().count_prefixed(tokens, "url:")  # compiled: no Python call per token
-    found = [f"size:{magnitude(size_bytes)}", f"links:{magnitude(links)}"]
+    return shape_of(size_bytes, links, part_types)
+
+
+def shape_of(size_bytes: int, url_tokens: int, part_types: list[str] | None) -> list[str]:
+    """`shape_tokens` from the number of `url:` tokens (a core counting by hash has no list)."""
+    found = [f"size:{magnitude(size_bytes)}", f"links:{magnitude(url_tokens)}"]
     if part_types is not None:
         text_types = {kind for kind in part_types if kind.startswith("text/")}
         if text_types:

@@ -238,7 +238,7 @@ def main() -> None:
     parts = sys.argv[1:] or ["sqlite", "postgresql"]
     texts = vocabulary()
     # A 64-bit hash of each text's UTF-8 (CPython's keyed one: as random as any key's; the
-    # str's own hash would collide across kinds, see hash_tokens_core.pyx).
+    # str's own hash would collide across kinds, see docs/token-hashes.md).
     hashes = [hash(t.encode("utf-8")) for t in texts]
     utf8 = sum(len(t.encode()) for t in texts)
     print(f"{N_TOKENS} tokens, {utf8 / N_TOKENS:.1f} UTF-8 bytes a text on average")

@@ -1,23 +1,26 @@
-"""Tokens as 64-bit hashes on the classify hot path, measured whole (prototype only).
+"""Tokens as 64-bit hashes on the classify hot path, measured whole.
 
-    pip install cython
-    python -m bench.prototypes.hash_tokens check [corpus [mode ...]]  # equal to strings?
-    python -m bench.prototypes.hash_tokens classify [runs]   # CPU per step, both ways
-    python -m bench.prototypes.hash_tokens functions         # the hash functions alone
-    python -m bench.prototypes.hash_tokens index-hashes      # UTF-8 hashes in TokenIndex
+    python -m bench.prototypes.hash_tokens check [corpus]   # hash_raw equal to strings?
+    python -m bench.prototypes.hash_tokens classify [runs]  # CPU per step, both ways
+    python -m bench.prototypes.hash_tokens index-hashes     # UTF-8 hashes in TokenIndex
 
-`check`: for every message of a corpus, the prototype (hash_tokens_core.pyx, built with
-pyximport) gives the same (hash, count) list, in first-emission order, as `tokenize_raw`'s
-token counts each hashed the same way, the same defects, and the same message-key digest as
-`token_digest`; with each hash function.
+The hash path here is the production one (`hash_raw` of the compiled core, app/text/_core.pyx);
+it began as a prototype beside this script (bench/prototypes/hash_tokens_core.pyx, removed
+once the core gave the same answers; its hash-function comparison, `functions`, went with it:
+see docs/token-hashes.md).
+
+`check`: for every message of a corpus, the compiled `hash_raw` gives the same (hash, count)
+list, in first-emission order, as `tokenize_raw`'s token counts each hashed with `token_hash`,
+the same defects and the same message-key digest as `token_digest`
+(tests/text/test_hash_parity.py checks the same and more).
 
 `classify`: the SpamAssassin test split against a held model's index (every token of the
 training split in a `TokenIndex`, as a loaded model holds it), raw message in, CSR row out,
 compiled core, CPU time (`time.process_time`) per step, the two paths taking turns run by run,
-medians. The string path is today's `tokenize_raw` + `token_digest` + `CountTable.vectorize`'s
-lookup and CSR build; the hash path is `parse_message` + the prototype (all families, counting,
-digest) + one `searchsorted` in the same index's sorted hashes + the CSR build. Scoring and
-everything after the CSR matrix is the same both ways and not timed.
+medians. The string path is `tokenize_raw` + `token_digest` + `CountTable.vectorize`'s lookup
+and CSR build; the hash path is `hash_raw` (parse, all families, counting, digest) + one
+`searchsorted` in the same index's sorted hashes + the CSR build. Scoring and everything after
+the CSR matrix is the same both ways and not timed.
 """
 
 from __future__ import annotations
@@ -29,12 +32,10 @@ from collections.abc import Callable, Sequence
 from itertools import chain
 
 import numpy as np
-import pyximport
 import scipy.sparse
 
-from app.bayes.tokens import TokenIndex
-from app.service.messages import token_digest
-from app.text import core, tokenize_raw
+from app.bayes.tokens import TokenIndex, _positions
+from app.text import core, hash_raw, token_digest, token_hash, tokenize_raw
 from app.text.limits import DEFAULT_LIMITS
 from app.text.mime import ParsedMessage, parse_message
 from app.text.pairs import pair_tokens
@@ -42,74 +43,40 @@ from app.text.shape import shape_tokens
 from app.text.tokenize import _utf8_size, count_tokens, tokenize
 from bench import data
 
-pyximport.install(language_level=3)
-from bench.prototypes import hash_tokens_core as prototype  # noqa: E402
-
-MODES = {"python-hash": 0, "fnv1a": 1, "siphash24": 2, "siphash13": 3, "python-utf8": 4}
-
-
-def utf8_hash(token: str) -> int:
-    """Mode python-utf8 in Python: CPython's hash of the token's UTF-8 bytes, which for an
-    ASCII token (nearly all) is its str's own cached hash."""
-    return hash(token) if token.isascii() else hash(token.encode("utf-8", "surrogatepass"))
-
-
-KEY = (0x0706050403020100, 0x0F0E0D0C0B0A0908)  # the SipHash reference key, for the checks
+utf8_hash = token_hash  # CPython's hash of the token's UTF-8 bytes: hash(token) for ASCII
 
 
 def raws(corpus: str) -> list[bytes]:
     return [message.raw or b"" for message in data.load(corpus)]
 
 
-def reference(
-    raw: bytes, token_hash: Callable[[str], int]
-) -> tuple[list[tuple[int, int]], str, tuple[str, ...]]:
+def reference(raw: bytes) -> tuple[list[tuple[int, int]], str, tuple[str, ...]]:
     tokenized = tokenize_raw(raw)
     pairs = [(token_hash(t), c) for t, c in tokenized.token_counts.items()]
     return pairs, token_digest(tokenized.token_counts), tokenized.defects
 
 
-def hashed(
-    counter: prototype.HashCounter, raw: bytes
-) -> tuple[list[tuple[int, int]], str, tuple[str, ...]]:
-    message = parse_message(raw, limits=DEFAULT_LIMITS)
-    hashes, counts, digest, found = prototype.hash_tokens(counter, message, DEFAULT_LIMITS)
-    return list(zip(hashes.tolist(), counts.tolist(), strict=True)), digest, found
+def hashed(raw: bytes) -> tuple[list[tuple[int, int]], str, tuple[str, ...]]:
+    result = hash_raw(raw)
+    pairs = list(zip(result.hashes.tolist(), result.counts.tolist(), strict=True))
+    return pairs, result.digest, result.defects
 
 
-def check(corpus: str, modes: Sequence[str] = tuple(MODES)) -> int:
-    """Compare every message both ways under each hash function; return the mismatches.
-
-    The reference hashes each str token: with CPython's `hash()` itself for python-hash (so
-    the bytes the prototype hashes are shown to give the str's own hash), with the
-    prototype's function of the token's UTF-8 for the others."""
-    # SipHash-2-4 of the empty input under the reference key (the paper's test vector).
-    prototype.configure(MODES["siphash24"], *KEY)
-    assert prototype.token_hash("") == 0x726FDB47DD0E0E31
+def check(corpus: str) -> int:
+    """Compare every message both ways; return the mismatches."""
     messages = raws(corpus)
-    counter = prototype.HashCounter()
-    bad = 0
-    for name in modes:
-        prototype.configure(MODES[name], *KEY)
-        token_hash = {"python-hash": hash, "python-utf8": utf8_hash}.get(name, prototype.token_hash)
-        wrong = 0
-        for number, raw in enumerate(messages):
-            expected, got = reference(raw, token_hash), hashed(counter, raw)
-            if expected != got:
-                wrong += 1
-                if wrong <= 3:
-                    ref_texts = list(tokenize_raw(raw).token_counts)
-                    texts = counter.texts()
-                    print(
-                        f"  message {number}: {len(expected[0])} vs {len(got[0])} tokens;",
-                        f"digest {expected[1] == got[1]}; defects {expected[2]} {got[2]}",
-                    )
-                    print("   missing", [t for t in ref_texts if t not in set(texts)][:8])
-                    print("   extra", [t for t in texts if t not in set(ref_texts)][:8])
-        print(f"{corpus}, {name}: {len(messages) - wrong} of {len(messages)} messages equal")
-        bad += wrong
-    prototype.configure(0)
-    return bad
+    wrong = 0
+    for number, raw in enumerate(messages):
+        if reference(raw) != hashed(raw):
+            wrong += 1
+            if wrong <= 3:
+                texts = list(hash_raw(raw).token_counts)
+                ref_texts = list(tokenize_raw(raw).token_counts)
+                print(f"  message {number}: {len(texts)} vs {len(ref_texts)} tokens")
+                print("   missing", [t for t in ref_texts if t not in set(texts)][:8])
+                print("   extra", [t for t in texts if t not in set(ref_texts)][:8])
+    print(f"{corpus}: {len(messages) - wrong} of {len(messages)} messages equal")
+    return wrong
 
 
 # ---------------------------------------------------------------------------- classify
@@ -160,7 +127,7 @@ def hash_lookup(index: TokenIndex, hashes: np.ndarray) -> np.ndarray:
     """Ids of hashes in the index's sorted array (-1: unknown), as TokenIndex._lookup does
     for a held model (its dicts of recent and collided tokens empty)."""
     sorted_hashes = index._hashes
-    positions = index._positions(hashes)
+    positions = _positions(sorted_hashes, hashes)
     ids = np.full(hashes.size, -1, dtype=np.int64)
     found = np.flatnonzero(sorted_hashes[positions] == hashes)
     ids[found] = index._hash_ids[positions[found]]
@@ -202,13 +169,9 @@ def classify(runs: int) -> None:
     split = data.split("spamassassin")
     trained = (tokenize_raw(m.raw or b"").token_counts for m in split.train)
     vocabulary = list(dict.fromkeys(chain.from_iterable(trained)))
-    index = TokenIndex.from_texts(vocabulary)  # today's: hash() of each str
-    # The hash path's: the same ids under mode python-utf8 (see hash_tokens_core.pyx).
-    utf8_index = TokenIndex.from_texts(vocabulary, hash_function=utf8_hash)
-    assert not utf8_index._collided, "a chance collision: rerun"
+    index = TokenIndex.from_texts(vocabulary)  # each text's UTF-8 hash, as hash_raw's
+    assert not index._collided, "a chance collision: rerun"
     test = [m.raw or b"" for m in split.test]
-    counter = prototype.HashCounter()
-    prototype.configure(MODES["python-utf8"])
     limits = DEFAULT_LIMITS
     parsed = [parse_message(raw, limits=limits) for raw in test]
 
@@ -218,18 +181,15 @@ def classify(runs: int) -> None:
         return string_vectorize(index, counts), digests
 
     def hashes_whole() -> object:
-        results = [
-            prototype.hash_tokens(counter, parse_message(raw, limits=limits), limits)
-            for raw in test
-        ]
-        ids = batch_ids(utf8_index, [r[0] for r in results])
-        return csr(ids, [r[1] for r in results], len(utf8_index)), [r[2] for r in results]
+        results = [hash_raw(raw, limits=limits) for raw in test]
+        ids = batch_ids(index, [r.hashes for r in results])
+        return csr(ids, [r.counts for r in results], len(index)), [r.digest for r in results]
 
     def parse() -> object:
         return [parse_message(raw, limits=limits) for raw in test]
 
     def hash_core() -> object:
-        return [prototype.hash_tokens(counter, m, limits) for m in parsed]
+        return [hash_raw(raw, limits=limits) for raw in test]
 
     results = hash_core()
     counts = [tokenize_raw(raw).token_counts for raw in test]
@@ -238,37 +198,22 @@ def classify(runs: int) -> None:
         return string_vectorize(index, counts)
 
     def hash_lookups() -> object:
-        ids = batch_ids(utf8_index, [r[0] for r in results])
-        return csr(ids, [r[1] for r in results], len(utf8_index))
+        ids = batch_ids(index, [r.hashes for r in results])
+        return csr(ids, [r.counts for r in results], len(index))
 
     # Same answers before timing: the same matrix and the same digests.
     a, b = strings_whole(), hashes_whole()
-    differ = (a[0] != b[0]).tocoo()
-    # Today's index takes an unknown CJK token for the ASCII one whose bytes its str holds
-    # ("\u3067" for "g0", see hash_tokens_core.pyx): those cells, and only those, may differ.
-    for row, column in zip(differ.row.tolist(), differ.col.tolist(), strict=True):
-        tokens = [
-            t
-            for t in counts[row]
-            if utf8_index.lookup([t])[0] < 0 and hash(t) == hash(index[column])
-        ]
-        print(f"cell ({row}, {index[column]!r}) differs: today's path took {tokens} for it")
-        assert tokens, "the two paths give other matrices"
+    assert (a[0] != b[0]).nnz == 0, "the two paths give other matrices"
     assert a[1] == b[1], "the two paths give other digests"
     works: dict[str, Callable[[], object]] = {
         "string path, whole (tokenize_raw + digest + vectorize)": strings_whole,
-        "hash path, whole (parse + hash core + searchsorted + CSR)": hashes_whole,
+        "hash path, whole (hash_raw + searchsorted + CSR)": hashes_whole,
         "parse_message": parse,
-        "hash core (all families, count, digest)": hash_core,
+        "hash_raw (parse, all families, count, digest)": hash_core,
         "string lookup + CSR (vectorize)": string_lookup,
         "hash lookup + CSR": hash_lookups,
         **split_steps(parsed),
     }
-    for family in ("PAIRS", "SHAPE", "DIGEST"):
-        families = prototype.ALL & ~getattr(prototype, family)
-        works[f"hash core without {family.lower()}"] = lambda families=families: [
-            prototype.hash_tokens(counter, m, limits, families) for m in parsed
-        ]
     cpu: dict[str, list[float]] = {name: [] for name in works}
     for _ in range(runs):
         for name, work in works.items():
@@ -288,50 +233,7 @@ def classify(runs: int) -> None:
         )
 
 
-# ---------------------------------------------------------------------------- functions
-
-
-def functions() -> None:
-    """Each hash function over the tokens of the SpamAssassin test split."""
-    import hashlib
-
-    test = data.split("spamassassin").test
-    tokens = list(chain.from_iterable(tokenize_raw(m.raw or b"").token_counts for m in test))
-    n = len(tokens)
-    rounds = 20
-    mean = np.mean([len(t) for t in tokens])
-    print(f"{n} tokens (each distinct one per message), mean {mean:.1f} chars")
-    for name, mode in MODES.items():
-        prototype.configure(mode, *KEY)
-        values = []
-        for _ in range(5):
-            started = time.process_time()
-            prototype.hash_throughput(tokens, rounds)
-            values.append(time.process_time() - started)
-        each = statistics.median(values) / rounds / n
-        print(f"| {name}, C, from UTF-8 bytes | {each * 1e9:.1f} ns |")
-    prototype.configure(0)
-
-    fresh = [t.encode().decode() for t in tokens]  # new str objects: no cached hash
-    key = b"k" * 16
-    pure: dict[str, Callable[[str], int]] = {
-        "hash(str), new str (hash not cached)": hash,
-        "blake2b(key, digest_size=8) of UTF-8": lambda t: int.from_bytes(
-            hashlib.blake2b(t.encode(), key=key, digest_size=8).digest(), "little"
-        ),
-        "siphash24 in pure Python": lambda t: _siphash24_python(t.encode(), *KEY),
-        "fnv1a in pure Python": lambda t: _fnv1a_python(t.encode()),
-    }
-    sample = fresh[:20000]
-    for name, function in pure.items():
-        values = []
-        for _ in range(3):
-            texts = [t.encode().decode() for t in sample]
-            started = time.process_time()
-            for text in texts:
-                function(text)
-            values.append(time.process_time() - started)
-        print(f"| {name}, Python | {statistics.median(values) / len(sample) * 1e9:.0f} ns |")
+# ---------------------------------------------------------------------------- index hashes
 
 
 def index_hashes() -> None:
@@ -372,64 +274,15 @@ def index_hashes() -> None:
         )
 
 
-_MASK = (1 << 64) - 1
-
-
-def _fnv1a_python(data: bytes) -> int:
-    value = 14695981039346656037
-    for byte in data:
-        value = ((value ^ byte) * 1099511628211) & _MASK
-    return value
-
-
-def _siphash24_python(data: bytes, k0: int, k1: int) -> int:
-    def rotl(x: int, b: int) -> int:
-        return ((x << b) | (x >> (64 - b))) & _MASK
-
-    v0, v1 = k0 ^ 0x736F6D6570736575, k1 ^ 0x646F72616E646F6D
-    v2, v3 = k0 ^ 0x6C7967656E657261, k1 ^ 0x7465646279746573
-
-    def rounds(n: int) -> None:
-        nonlocal v0, v1, v2, v3
-        for _ in range(n):
-            v0 = (v0 + v1) & _MASK
-            v1 = rotl(v1, 13) ^ v0
-            v0 = rotl(v0, 32)
-            v2 = (v2 + v3) & _MASK
-            v3 = rotl(v3, 16) ^ v2
-            v0 = (v0 + v3) & _MASK
-            v3 = rotl(v3, 21) ^ v0
-            v2 = (v2 + v1) & _MASK
-            v1 = rotl(v1, 17) ^ v2
-            v2 = rotl(v2, 32)
-
-    length = len(data)
-    end = length - length % 8
-    for i in range(0, end, 8):
-        m = int.from_bytes(data[i : i + 8], "little")
-        v3 ^= m
-        rounds(2)
-        v0 ^= m
-    b = ((length & 0xFF) << 56) | int.from_bytes(data[end:], "little")
-    v3 ^= b
-    rounds(2)
-    v0 ^= b
-    v2 ^= 0xFF
-    rounds(4)
-    return v0 ^ v1 ^ v2 ^ v3
-
-
 def main() -> None:
     command = sys.argv[1] if len(sys.argv) > 1 else "classify"
     if core.COMPILED is None:
         sys.exit("the compiled token core is not built")
     if command == "check":
         corpus = sys.argv[2] if len(sys.argv) > 2 else "spamassassin"
-        sys.exit(1 if check(corpus, sys.argv[3:] or tuple(MODES)) else 0)
+        sys.exit(1 if check(corpus) else 0)
     elif command == "classify":
         classify(int(sys.argv[2]) if len(sys.argv) > 2 else 5)
-    elif command == "functions":
-        functions()
     elif command == "index-hashes":
         index_hashes()
     else:

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,6 +20,9 @@ from app.text import (
     tokenize_raw,
     tokenize_text,
 )
+
+# hash_raw and hash_text run the active core: each one gives these answers.
+pytestmark = pytest.mark.usefixtures("token_core")
 
 RAW = (
     b"From: Ann <ann@example.org>\nSubject: cheap \xe7\x81\xaf pills\n\n"

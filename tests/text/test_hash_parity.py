@@ -1,0 +1,242 @@
+"""The compiled core's hash path gives exactly the answers of the pure-Python reference.
+
+`hash_raw` / `hash_text` of the compiled core (tokens counted by hash in C) against the
+Python core's (the string tokenizer, each text hashed, `token_digest`): the same hashes and
+counts in the same first-emission order, the same digest, defects and token texts, on every
+message of every shared corpus, under Hypothesis, on the bad-input catalogue within the time
+bound of tests/text/test_robustness.py, with the time budget running out at each of its
+checks, and with the cap on distinct tokens. Skipped where the extension is not built.
+"""
+
+import dataclasses
+import sys
+import time
+import types
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from itertools import islice
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.text import HashedTokens, TokenizerLimits, core, text_only
+from tests.bad_inputs import BadInput, catalogue
+from tests.text.conftest import raw_bytes, read_corpus
+from tests.text.test_core_parity import texts
+from tests.text.test_properties import mail_like
+from tests.text.test_robustness import MAX_SECONDS
+
+if core.COMPILED is None:
+    pytest.skip("the compiled token core (app.text._core) is not built", allow_module_level=True)
+COMPILED = core.COMPILED
+PYTHON = core.PYTHON
+LIMITS = TokenizerLimits()
+
+
+def answers(hashed: HashedTokens) -> tuple[object, ...]:
+    """Everything a HashedTokens says, in order."""
+    return (
+        hashed.hashes.tolist(),
+        hashed.counts.tolist(),
+        hashed.digest,
+        hashed.defects,
+        list(hashed.token_counts.items()),  # the texts, in the order of the hashes
+        len(hashed),
+    )
+
+
+def assert_same_raw(raw: bytes, limits: TokenizerLimits = LIMITS, what: str = "") -> None:
+    compiled = COMPILED.hash_raw(raw, limits)
+    assert answers(compiled) == answers(PYTHON.hash_raw(raw, limits)), what or repr(raw)
+    assert compiled.hashes.dtype == compiled.counts.dtype == "int64"
+
+
+def assert_same_text(text: str, limits: TokenizerLimits = LIMITS, what: str = "") -> None:
+    compiled = COMPILED.hash_text(text, limits)
+    assert answers(compiled) == answers(PYTHON.hash_text(text, limits)), what or repr(text)
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("name", ["spamassassin", "trec06c-subset", "csdmc2010"])
+def test_every_mail_of_the_corpus_hashes_the_same_both_ways(name: str) -> None:
+    messages = 0
+    for record in read_corpus(name):
+        assert_same_raw(raw_bytes(record), what=record["id"])
+        messages += 1
+    assert messages > 1900
+
+
+@pytest.mark.corpus
+def test_every_sms_and_text_only_mail_hashes_the_same_both_ways() -> None:
+    for record in read_corpus("sms-spam-collection"):
+        assert_same_text(record["text"], what=record["id"])
+    for index, record in enumerate(read_corpus("trec06c-subset")):
+        if index % 10:
+            continue  # as test_core_parity: the raw test reads every message
+        assert_same_text(text_only(raw_bytes(record)), what=record["id"])
+
+
+# Small caps and token lengths: pairs cut inside a multi-byte character, over-long words,
+# and the cap on distinct tokens falling anywhere in a message.
+limits_drawn = st.builds(
+    TokenizerLimits,
+    max_token_chars=st.integers(min_value=1, max_value=46),
+    max_distinct_tokens=st.one_of(st.just(20_000), st.integers(min_value=0, max_value=40)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=2000), limits_drawn)
+def test_arbitrary_bytes_hash_the_same_both_ways(raw: bytes, limits: TokenizerLimits) -> None:
+    assert_same_raw(raw, limits)
+
+
+@settings(max_examples=300, deadline=None)
+@given(mail_like, limits_drawn)
+def test_mail_like_bytes_hash_the_same_both_ways(raw: bytes, limits: TokenizerLimits) -> None:
+    assert_same_raw(raw, limits)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(texts, st.text(max_size=2000)), limits_drawn)
+def test_arbitrary_text_hashes_the_same_both_ways(text: str, limits: TokenizerLimits) -> None:
+    assert_same_text(text, limits)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(texts, max_size=200, unique=True), st.sampled_from([-1, 0, 1, 2]))
+def test_the_digest_sorts_tokens_by_code_point_whatever_its_depth_limit(
+    tokens: list[str], depth: int
+) -> None:
+    """The digest's introsort, and the heapsort it falls back to (depth 0) when a sender's
+    token order defeats its pivots, give Python's order of the texts."""
+    from app.text import _core  # type: ignore[attr-defined]
+
+    tokens = [token.encode("utf-8", "replace").decode() for token in tokens]  # no surrogates
+    expected = [token.encode() for token in sorted(set(tokens))]
+    assert _core.sorted_utf8(sorted(set(tokens), reverse=True), depth) == expected
+    assert _core.sorted_utf8(list(dict.fromkeys(tokens)), depth) == expected
+
+
+def test_a_message_given_as_str_hashes_the_same_both_ways() -> None:
+    raw = "Subject: caf\u00e9 \u4e2d\u6587\n\nBuy the cheap pills now at http://a.example/x"
+    compiled = COMPILED.hash_raw(raw, LIMITS)
+    assert answers(compiled) == answers(PYTHON.hash_raw(raw, LIMITS))
+
+
+def test_the_text_is_capped_as_tokenize_text_caps_it() -> None:
+    limits = TokenizerLimits(max_scan_bytes=50)
+    text = "caf\u00e9 \u4e2d\u6587 word " * 20
+    assert_same_text(text, limits)
+    assert "truncated" in COMPILED.hash_text(text, limits).defects
+
+
+def test_the_distinct_token_cap_keeps_the_first_tokens_and_says_so() -> None:
+    raw = b"Subject: many\n\n" + b" ".join(b"w%d" % n for n in range(500))
+    for cap in (0, 1, 5, 100, 2000):
+        limits = TokenizerLimits(max_distinct_tokens=cap)
+        assert_same_raw(raw, limits)
+        hashed = COMPILED.hash_raw(raw, limits)
+        assert len(hashed) == min(cap, len(COMPILED.hash_raw(raw, LIMITS)))
+        assert ("truncated" in hashed.defects) == (cap < 2000)
+
+
+BUDGET_MESSAGE = (
+    b"From: Ann <a@example.org>\nSubject: hello there\nContent-Type: multipart/mixed; "
+    b"boundary=b\n\n--b\n\nfirst part http://a.example/x\n--b\nContent-Type: text/html\n\n"
+    b"<p>second <a href='http://b.example/'>part</a><!-- hidden words --></p>\n"
+    b"--b\n\nthird part\n--b--\n"
+)
+
+
+def ticking() -> Callable[[], float]:
+    """A clock that advances by 1 each time it is read: the budget runs out at a check."""
+    ticks = iter(range(1_000_000))
+    return lambda: float(next(ticks))
+
+
+def test_the_time_budget_runs_out_at_the_same_checks_both_ways() -> None:
+    cut = 0
+    for deadline in range(30):
+        compiled_limits = TokenizerLimits(deadline=float(deadline), clock=ticking())
+        python_limits = TokenizerLimits(deadline=float(deadline), clock=ticking())
+        compiled = COMPILED.hash_raw(BUDGET_MESSAGE, compiled_limits)
+        assert answers(compiled) == answers(PYTHON.hash_raw(BUDGET_MESSAGE, python_limits))
+        # Both read the clock as often: the checks are the same ones.
+        assert compiled_limits.clock() == python_limits.clock()  # type: ignore[misc]
+        cut += "time_budget" in compiled.defects
+        text_limits = [TokenizerLimits(deadline=float(deadline), clock=ticking()) for _ in range(2)]
+        assert answers(COMPILED.hash_text("some words here", text_limits[0])) == answers(
+            PYTHON.hash_text("some words here", text_limits[1])
+        )
+    assert 0 < cut < 30, "some deadlines must fall inside the message, some after it"
+
+
+CATALOGUE = catalogue()
+
+
+@pytest.mark.parametrize("bad", CATALOGUE, ids=[bad.id for bad in CATALOGUE])
+def test_every_bad_input_hashes_the_same_both_ways_in_bounded_time(bad: BadInput) -> None:
+    raw = bad.build()
+    start = time.thread_time()
+    compiled = COMPILED.hash_raw(raw, LIMITS)
+    seconds = time.thread_time() - start
+    assert answers(compiled) == answers(PYTHON.hash_raw(raw, LIMITS)), bad.id
+    assert seconds < MAX_SECONDS
+
+
+@pytest.mark.corpus
+def test_threads_hashing_at_once_get_the_answers_of_one_thread() -> None:
+    """Each thread counts in a table of its own: a thread waiting for the GIL in a Python
+    call mid-message must not find another's tokens in it."""
+    raws = [raw_bytes(record) for record in islice(read_corpus("spamassassin"), 300)]
+    raws += [b"Subject: x\n\n" + b"word " * 50 + b"y" * 60 + b" http://a.example/p word" * 9] * 50
+    expected = [answers(COMPILED.hash_raw(raw, LIMITS)) for raw in raws]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            for _ in range(2):
+                got = pool.map(lambda raw: answers(COMPILED.hash_raw(raw, LIMITS)), raws)
+                assert list(got) == expected
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def test_texts_are_made_on_demand_and_survive_the_next_message() -> None:
+    first = COMPILED.hash_raw(b"Subject: caf\xc3\xa9\n\nfirst message words", LIMITS)
+    COMPILED.hash_raw(b"Subject: other\n\nsecond message, other words entirely", LIMITS)
+    assert list(first.token_counts)[:4] == [
+        "header:subject",
+        "subject:caf\u00e9",
+        "content-type:text/plain",
+        "first",
+    ]
+
+
+def test_a_thread_keeps_its_counter_for_mail_but_not_after_a_huge_message() -> None:
+    from app.text import _core  # type: ignore[attr-defined]
+
+    COMPILED.hash_raw(b"Subject: hi\n\nan ordinary message", LIMITS)
+    kept = _core._threads.counter
+    assert kept is not None
+    COMPILED.hash_raw(b"Subject: hi\n\nanother ordinary message", LIMITS)
+    assert _core._threads.counter is kept  # reused: its buffers grow once
+    huge = b"Subject: big\n\n" + b" ".join(b"w%d" % n for n in range(100_000))
+    assert_same_raw(huge)
+    assert _core._threads.counter is None  # dropped: the next message starts small
+    assert_same_raw(b"Subject: hi\n\nan ordinary message")
+
+
+def test_an_extension_without_the_hash_path_falls_back_to_python_with_a_warning() -> None:
+    # An extension built before hash_raw existed must not leave hash_raw without a core.
+    stale = types.SimpleNamespace(
+        **{
+            field.name: getattr(COMPILED, field.name)
+            for field in dataclasses.fields(core.TokenCore)
+            if field.name not in ("name", "hash_raw", "hash_text")
+        }
+    )
+    with pytest.warns(RuntimeWarning, match="out of date.*hash_raw, hash_text"):
+        assert core.compiled_from(stale) is None
