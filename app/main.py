@@ -13,6 +13,7 @@ from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 
 from app import __version__
 from app.api.auth import install_auth
+from app.api.balance import ConnectionBalance, loads_from_environment
 from app.api.deps import reject_unknown_query
 from app.api.error_responses import ErrorBody, install_error_handlers
 from app.api.limits import RequestGuard
@@ -43,6 +44,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     settings = settings or Settings()
     rt = runtime or Runtime(settings)
     key_guard = KeyGuard(rt.db, admin_key=settings.admin_key)
+    worker_loads = loads_from_environment()  # with several workers under `spamsift serve`
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -52,6 +54,8 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
             yield
         finally:
             rt.close()
+            if worker_loads is not None:
+                worker_loads.close()
 
     # /docs and /redoc from assets shipped in the fastapi-offline package, not from a CDN: a
     # mail host often has no way out to the internet, and a CDN page stays blank there.
@@ -81,6 +85,10 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     metrics = install_metrics(app, rt)
     # Outermost, so its line and timing cover the guards' refusals too.
     app.add_middleware(RequestLog, metrics=metrics, openapi=lambda: app.openapi())
+    if worker_loads is not None:
+        # Outside the log: it only counts requests and may add `Connection: close`.
+        app.add_middleware(ConnectionBalance, loads=worker_loads)
+    app.state.worker_loads = worker_loads
     app.include_router(health.router)
     app.include_router(models.router)
     app.include_router(messages.router)
