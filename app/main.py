@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -50,6 +51,13 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         key_guard.start()  # seeds SPAMSIFT_ADMIN_KEY; warns loudly in development mode
         rt.start()
+        # The ~120,000 objects of the interpreter and libraries (FastAPI, pydantic, numpy,
+        # SQLAlchemy) live as long as the process: out of the collector's sight, a full
+        # collection scans what requests made since, in a millisecond or so, instead of
+        # stalling every request of the worker for 50-250 ms (130 ms for 122,000 objects,
+        # measured on a loaded 2-core machine).
+        gc.collect()
+        gc.freeze()
         try:
             yield
         finally:
