@@ -195,7 +195,8 @@ def run(quick: bool, postgres_url: str | None) -> dict[str, Any]:
     results["table"] = rows
     results["notes"] = [
         "the load generator (asyncio, one keep-alive connection per client) runs on the same "
-        "2 cores as the server and takes CPU from it",
+        "2 cores as the server and takes CPU from it: its CPU per request is the client "
+        "column, the server processes' (from /proc) the server column",
         "closed loop: latency = clients / throughput (Little's law) once the server is "
         f"saturated; open loop: 50 clients at {OPEN_LOOP_SHARE:.0%} of the closed-loop "
         "throughput, latency from "
@@ -218,6 +219,8 @@ def _rows(kind: str, workers: int, m: dict[str, Any]) -> list[dict[str, Any]]:
                 "p50 ms": entry.get("p50_ms", {}).get("median", "—"),
                 "p95 ms": entry.get("p95_ms", {}).get("median", "—"),
                 "p99 ms": entry.get("p99_ms", {}).get("median", "—"),
+                "server CPU ms/req": entry.get("server_cpu_ms_per_request", {}).get("median", "—"),
+                "client CPU ms/req": entry.get("client_cpu_ms_per_request", {}).get("median", "—"),
                 "errors": entry.get("errors", 0),
             }
         )
