@@ -85,12 +85,18 @@ class Server:
 
 @contextmanager
 def serve(
-    database_url: str, *, workers: int, folder: Path, tokenizer: CoreChoice | None = None
+    database_url: str,
+    *,
+    workers: int,
+    folder: Path,
+    tokenizer: CoreChoice | None = None,
+    repo: Path = REPO,
 ) -> Iterator[Server]:
     """Run `spamsift serve --workers N` on a free port until the block ends.
 
     SPAMSIFT_LOG_LEVEL=warning: no access log line per request; time budgets of 600 s.
-    `tokenizer` sets SPAMSIFT_TOKENIZER (None: whatever the environment says).
+    `tokenizer` sets SPAMSIFT_TOKENIZER (None: whatever the environment says); `repo` is the
+    checkout whose code the server runs (by default this one).
     """
     port = free_port()
     env = {
@@ -103,7 +109,7 @@ def serve(
         "SPAMSIFT_TRAIN_TIME_BUDGET_SECONDS": "600",
         # The server runs the same code as the benchmark (a checkout other than the installed
         # one, when comparing before and after).
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")])),
     }
     if tokenizer is not None:
         env["SPAMSIFT_TOKENIZER"] = tokenizer
