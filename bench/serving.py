@@ -12,7 +12,7 @@ The single-message classify rows alone, against one `spamsift serve --workers 2`
 (about a minute; `--repo` serves another checkout's code with this load generator, to
 compare before and after):
 
-    python -m bench.serving [--repo PATH] [--quick] [--json out.json]
+    python -m bench.serving [--repo PATH] [--fixed-rate 250] [--quick] [--json out.json]
 """
 
 from __future__ import annotations
@@ -248,9 +248,12 @@ def _rows(kind: str, workers: int, m: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def single_classify(*, repo: Path, quick: bool) -> dict[str, Any]:
+def single_classify(
+    *, repo: Path, quick: bool, fixed_rates: tuple[float, ...] = ()
+) -> dict[str, Any]:
     """Single-message classify rows against `spamsift serve --workers 2` on SQLite running
-    the code of `repo`, its model trained in batches of 500 from one client first."""
+    the code of `repo`, its model trained in batches of 500 from one client first; then 50
+    clients in an open loop at each of `fixed_rates` (requests/s), 4 seconds of requests."""
     split = data.split(
         "spamassassin", train_limit=300 if quick else None, test_limit=100 if quick else None
     )
@@ -264,11 +267,34 @@ def single_classify(*, repo: Path, quick: bool) -> dict[str, Any]:
         trained = run_load(server, train_batch_requests(split.train, 500), clients=1)
         if trained.errors:
             raise RuntimeError(f"training over HTTP failed: {trained.statuses}")
-        closed, open_loop = measure_classify_single(
-            server, classify_requests(split.test), quick=quick, runs=runs
-        )
+        requests = classify_requests(split.test)
+        closed, open_loop = measure_classify_single(server, requests, quick=quick, runs=runs)
+        fixed = {
+            rate: summarize_runs(
+                [
+                    run_load(server, requests, clients=50, total=int(rate * 4), rate_per_s=rate)
+                    for _ in range(runs)
+                ]
+            )
+            for rate in fixed_rates
+        }
     measured = {"classify_single": closed, "classify_single_open_loop": open_loop}
     rows = _single_rows("sqlite", 2, measured)
+    for rate, entry in fixed.items():
+        rows.append(
+            {
+                **rows[-1],
+                "what": f"classify single, 50 clients open loop {rate:g}/s (fixed)",
+                "msg/s": entry["items_per_s"],
+                "p50 ms": entry["p50_ms"]["median"],
+                "p95 ms": entry["p95_ms"]["median"],
+                "p99 ms": entry["p99_ms"]["median"],
+                "server CPU ms/req": entry["server_cpu_ms_per_request"]["median"],
+                "client CPU ms/req": entry["client_cpu_ms_per_request"]["median"],
+                "errors": entry["errors"],
+            }
+        )
+    measured["classify_single_fixed_rates"] = {str(rate): e for rate, e in fixed.items()}
     return {
         "repo": str(repo),
         "load_average_1min": [round(load_at_start, 2), round(os.getloadavg()[0], 2)],
@@ -298,8 +324,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repo", type=Path, default=REPO, help="checkout whose code is served")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
     parser.add_argument("--json", type=Path, default=None, help="where to write the results")
+    parser.add_argument(
+        "--fixed-rate",
+        type=float,
+        action="append",
+        default=[],
+        help="also 50 clients in an open loop at this rate (requests/s); may be repeated",
+    )
     args = parser.parse_args(argv)
-    result = single_classify(repo=args.repo.resolve(), quick=args.quick)
+    result = single_classify(
+        repo=args.repo.resolve(), quick=args.quick, fixed_rates=tuple(args.fixed_rate)
+    )
     start, end = result["load_average_1min"]
     print_table(
         f"single-message classify, spamsift serve --workers 2, SQLite, code of {result['repo']}"
