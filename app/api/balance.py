@@ -1,4 +1,4 @@
-"""Keep-alive connections spread over the server's worker processes by how busy each is.
+"""Keep-alive connections spread over the server's worker processes by how many each serves.
 
 With `spamsift serve --workers N` the workers share one listening socket, and the kernel gives
 a new connection to whichever worker accepts first: clients that connect together (a mail
@@ -6,16 +6,20 @@ server opening its pool) often land mostly on one worker, and keep-alive keeps t
 That worker then queues while the other idles (measured: 37 of 50 connections on one of two
 workers, and a p99 hundreds of milliseconds long at 80 % of the server's capacity).
 
-So each worker publishes its requests in flight in a slot of a file all workers map, and a
-worker with at least `MARGIN` more in flight than the least busy other worker answers with
-`Connection: close`: the client opens a new connection, which the kernel most likely gives
-to a worker waiting in accept, the idle one. Nothing else changes: the answer is complete,
-and a client reconnects as it would after any keep-alive timeout.
+So each worker publishes how many connections it serves (those that sent a request within
+the last `ACTIVE_SECONDS`) in a slot of a file all workers map, and a worker with at least
+`MARGIN` more than the worker with the fewest answers with `Connection: close`: the client
+opens a new connection, which the kernel most likely gives to a worker waiting in accept, the
+idle one. Nothing else changes: the answer is complete, and a client reconnects as it would
+after any keep-alive timeout. Connections, not requests in flight, are what is evened out:
+requests in flight swing from one moment to the next even when the connections are even
+(measured: a close on 26-29 % of answers), where connections move only when they are uneven.
 
 A worker claims its slot with a lock on the slot's lock file (`flock`, released by the kernel
-when the process ends, so a restarted worker takes the slot over). Each worker changes only its own
-slot, from its event loop thread; reads of the others' slots may be a moment old, which is
-all a heuristic needs.
+when the process ends, so a restarted worker takes the slot over). Each worker changes only
+its own slot, from its event loop thread; reads of the others' slots may be a moment old, which is
+all a heuristic needs. A worker that gets no request does not refresh its count; the others
+then see it as no less busy than it was, and move nothing towards it.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import fcntl
 import mmap
 import os
 import struct
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -31,35 +37,52 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 LOAD_DIR_VARIABLE = "SPAMSIFT_WORKER_LOAD_DIR"  # set by `spamsift serve` for N > 1 workers
 SLOT = struct.Struct("=q")
 MARGIN = 2  # moving one connection narrows the gap only when it is at least 2
+ACTIVE_SECONDS = 2.0  # a connection that sent a request this recently counts as served
 CLOSE = (b"connection", b"close")
 
 
 class WorkerLoads:
-    """Requests in flight of each worker process, one 8-byte slot each in a file shared in
-    `directory`."""
+    """Connections served by each worker process, one 8-byte slot each in a file shared in
+    `directory`; a connection is its client's (address, port)."""
 
-    def __init__(self, directory: Path, workers: int) -> None:
+    def __init__(
+        self, directory: Path, workers: int, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.workers = workers
+        self._clock = clock
         self.slot, self._lock_fd = _claim_slot(directory, workers)
-        self._fd = os.open(directory / "in-flight", os.O_RDWR | os.O_CREAT, 0o600)
+        self._fd = os.open(directory / "connections", os.O_RDWR | os.O_CREAT, 0o600)
         size = SLOT.size * workers
         if os.fstat(self._fd).st_size < size:
             os.ftruncate(self._fd, size)
         self._map = mmap.mmap(self._fd, size)
         self._offset = self.slot * SLOT.size
-        self.in_flight = 0
+        self._last_request: dict[tuple[str, int], float] = {}
+        self._pruned_at = clock()
         SLOT.pack_into(self._map, self._offset, 0)  # whatever a dead worker left there
 
-    def started(self) -> None:
-        self.in_flight += 1
-        SLOT.pack_into(self._map, self._offset, self.in_flight)
+    @property
+    def connections(self) -> int:
+        return len(self._last_request)
 
-    def finished(self) -> None:
-        self.in_flight -= 1
-        SLOT.pack_into(self._map, self._offset, self.in_flight)
+    def saw(self, connection: tuple[str, int]) -> None:
+        """Count a request on `connection`."""
+        now = self._clock()
+        self._last_request[connection] = now
+        if now - self._pruned_at >= ACTIVE_SECONDS / 2:
+            self._pruned_at = now
+            quiet = [c for c, at in self._last_request.items() if now - at > ACTIVE_SECONDS]
+            for gone in quiet:
+                del self._last_request[gone]
+        SLOT.pack_into(self._map, self._offset, len(self._last_request))
+
+    def closing(self, connection: tuple[str, int]) -> None:
+        """`connection` is closed after this answer: it no longer counts here."""
+        self._last_request.pop(connection, None)
+        SLOT.pack_into(self._map, self._offset, len(self._last_request))
 
     def others(self) -> list[int]:
-        """The other workers' requests in flight."""
+        """The other workers' connections."""
         return [
             SLOT.unpack_from(self._map, slot * SLOT.size)[0]
             for slot in range(self.workers)
@@ -67,10 +90,10 @@ class WorkerLoads:
         ]
 
     def busier_than_another(self) -> bool:
-        """Tell whether a connection moved from this worker to the least busy one would even
-        the load out."""
+        """Tell whether a connection moved from this worker to the one with the fewest would
+        even them out."""
         others = self.others()
-        return bool(others) and self.in_flight - min(others) >= MARGIN
+        return bool(others) and self.connections - min(others) >= MARGIN
 
     def close(self) -> None:
         SLOT.pack_into(self._map, self._offset, 0)
@@ -105,26 +128,26 @@ def loads_from_environment() -> WorkerLoads | None:
 
 
 class ConnectionBalance:
-    """ASGI middleware: count this worker's requests in flight, and close the connection of
-    an answer when another worker is less busy (see the module's docstring)."""
+    """ASGI middleware: count this worker's connections, and close the connection of an
+    answer while another worker serves fewer (see the module's docstring)."""
 
     def __init__(self, app: ASGIApp, *, loads: WorkerLoads) -> None:
         self.app = app
         self.loads = loads
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        client = scope.get("client")
+        if scope["type"] != "http" or not client:
             await self.app(scope, receive, send)
             return
         loads = self.loads
+        connection = (str(client[0]), int(client[1]))
+        loads.saw(connection)
 
         async def send_balanced(message: Message) -> None:
             if message["type"] == "http.response.start" and loads.busier_than_another():
+                loads.closing(connection)
                 message = {**message, "headers": [*message.get("headers", []), CLOSE]}
             await send(message)
 
-        loads.started()
-        try:
-            await self.app(scope, receive, send_balanced)
-        finally:
-            loads.finished()
+        await self.app(scope, receive, send_balanced)

@@ -1,5 +1,5 @@
-"""Keep-alive connections spread over the workers: a worker busier than another by two
-requests or more answers with `Connection: close`, and the client reconnects."""
+"""Keep-alive connections spread over the workers: a worker serving two connections or more
+beyond another answers with `Connection: close`, and the client reconnects."""
 
 from __future__ import annotations
 
@@ -8,27 +8,42 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.api.balance import LOAD_DIR_VARIABLE, WorkerLoads
+from app.api.balance import ACTIVE_SECONDS, LOAD_DIR_VARIABLE, WorkerLoads
 from app.config import Settings
 from app.main import create_app
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_each_worker_holds_its_own_slot_and_reads_the_others(tmp_path: Path) -> None:
-    first, second = WorkerLoads(tmp_path, 2), WorkerLoads(tmp_path, 2)
+    clock = Clock()
+    first = WorkerLoads(tmp_path, 2, clock=clock)
+    second = WorkerLoads(tmp_path, 2, clock=clock)
     assert {first.slot, second.slot} == {0, 1}
     with pytest.raises(RuntimeError, match="worker slots"):
         WorkerLoads(tmp_path, 2)
 
-    first.started()
+    first.saw(("10.0.0.1", 1000))
+    first.saw(("10.0.0.1", 1000))  # the same connection again
     assert second.others() == [1]
-    assert not first.busier_than_another()  # one request: moving it evens nothing out
-    first.started()
+    assert not first.busier_than_another()  # moving the one connection evens nothing out
+    first.saw(("10.0.0.1", 1001))
+    assert second.others() == [2]
     assert first.busier_than_another()
     assert not second.busier_than_another()
-    second.started()
+    second.saw(("10.0.0.2", 2000))
     assert not first.busier_than_another()
-    first.finished()
-    assert first.others() == [1]
+    first.closing(("10.0.0.1", 1001))
+    assert second.others() == [1]
+
+    clock.now += ACTIVE_SECONDS + 1  # a connection quiet that long no longer counts
+    first.saw(("10.0.0.1", 1002))
     assert second.others() == [1]
 
     first.close()  # a worker gone: its slot is free, and its successor starts at 0
@@ -43,7 +58,7 @@ def test_a_busier_worker_closes_the_connection_after_a_complete_answer(
     settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(LOAD_DIR_VARIABLE, f"{tmp_path}:2")
-    other = WorkerLoads(tmp_path, 2)  # the other worker
+    other = WorkerLoads(tmp_path, 2)  # the other worker, serving no connection
     try:
         with TestClient(create_app(settings)) as client:
             loads: WorkerLoads = client.app.state.worker_loads  # type: ignore[attr-defined]
@@ -52,21 +67,20 @@ def test_a_busier_worker_closes_the_connection_after_a_complete_answer(
             calm = client.get("/healthz")
             assert calm.status_code == 200
             assert "connection" not in calm.headers
-            assert loads.in_flight == 0  # counted back down
+            assert loads.connections == 1
 
-            loads.started()  # as if two more requests of this worker were in flight
-            loads.started()
+            loads.saw(("10.0.0.9", 1))  # two more connections of this worker
+            loads.saw(("10.0.0.9", 2))
             busy = client.get("/healthz")
             assert busy.status_code == 200
             assert busy.json()["status"] == "ok"  # the answer itself is whole
             assert busy.headers["connection"] == "close"
             assert busy.headers["x-request-id"]
+            assert loads.connections == 2  # the closed one no longer counts
 
-            for _ in range(3):  # the other worker as busy: nowhere better to go
-                other.started()
+            other.saw(("10.0.0.8", 1))  # the other worker as busy: nowhere better to go
+            other.saw(("10.0.0.8", 2))
             assert "connection" not in client.get("/healthz").headers
-            loads.finished()
-            loads.finished()
     finally:
         other.close()
 
