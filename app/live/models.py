@@ -138,8 +138,7 @@ class LiveModel:
 
     def size_bytes(self) -> int:
         """Estimate the memory this model holds (see BYTES_PER_TOKEN)."""
-        n_tokens = self.table.n_tokens
-        return BYTES_PER_MODEL + n_tokens * (BYTES_PER_TOKEN + 16 * len(self.classes))
+        return estimated_bytes(self.table.n_tokens, len(self.classes))
 
     def apply(self, changes: CountChanges) -> None:
         """Apply a change feed read from the database (absolute values; idempotent)."""
@@ -267,6 +266,11 @@ HOT_READS = 50
 HOT_WINDOW_SECONDS = 10.0
 
 
+def estimated_bytes(n_tokens: int, n_classes: int) -> int:
+    """The memory a model of `n_tokens` tokens takes when held (see BYTES_PER_TOKEN)."""
+    return BYTES_PER_MODEL + n_tokens * (BYTES_PER_TOKEN + 16 * n_classes)
+
+
 @dataclass(frozen=True)
 class HeldFigures:
     """What a process holds now, for /metrics."""
@@ -384,9 +388,12 @@ class LiveModels:
             backed_by=row.backed_by,
             feedback_trains_backing=row.feedback_trains_backing,
         )
+        # A model the whole budget cannot hold stays read by rows, however often it is used.
+        size = estimated_bytes(row.n_tokens, len(row.classes))
+        fits = self.max_bytes <= 0 or size <= self.max_bytes
         with self._lock:
             self._partial_reads += 1
-            hot = self._count_cold_read(name)
+            hot = fits and self._count_cold_read(name)
         if hot:
             threading.Thread(
                 target=self._load_in_background, args=(name,), name="spamsift-load", daemon=True

@@ -70,3 +70,20 @@ def test_a_model_classified_now_and_then_stays_out_of_memory(
     assert figures.models == 0
     assert figures.loads == 0
     assert figures.partial_reads == 6
+
+
+def test_a_model_the_budget_cannot_hold_stays_out_of_memory_however_often_used(
+    runtime: Runtime, trainer: Runtime
+) -> None:
+    train_examples(trainer, 8, 8)
+    runtime.models.hot_reads = 3
+    runtime.models.max_bytes = 1024  # far below any model
+
+    for _ in range(6):
+        classify(runtime, model_name="default", message=Message(text=spam_text(70)))
+    time.sleep(0.2)  # a background load, were one started, would be well under way
+
+    figures = runtime.models.figures()
+    assert figures.models == 0
+    assert figures.loads == 0
+    assert figures.partial_reads == 6
