@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -13,6 +14,7 @@ from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 
 from app import __version__
 from app.api.auth import install_auth
+from app.api.balance import ConnectionBalance, loads_from_environment
 from app.api.deps import reject_unknown_query
 from app.api.error_responses import ErrorBody, install_error_handlers
 from app.api.limits import RequestGuard
@@ -43,15 +45,25 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     settings = settings or Settings()
     rt = runtime or Runtime(settings)
     key_guard = KeyGuard(rt.db, admin_key=settings.admin_key)
+    worker_loads = loads_from_environment()  # with several workers under `spamsift serve`
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         key_guard.start()  # seeds SPAMSIFT_ADMIN_KEY; warns loudly in development mode
         rt.start()
+        # The ~120,000 objects of the interpreter and libraries (FastAPI, pydantic, numpy,
+        # SQLAlchemy) live as long as the process: out of the collector's sight, a full
+        # collection scans what requests made since, in a millisecond or so, instead of
+        # stalling every request of the worker for 50-250 ms (130 ms for 122,000 objects,
+        # measured on a loaded 2-core machine).
+        gc.collect()
+        gc.freeze()
         try:
             yield
         finally:
             rt.close()
+            if worker_loads is not None:
+                worker_loads.close()
 
     # /docs and /redoc from assets shipped in the fastapi-offline package, not from a CDN: a
     # mail host often has no way out to the internet, and a CDN page stays blank there.
@@ -81,6 +93,10 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     metrics = install_metrics(app, rt)
     # Outermost, so its line and timing cover the guards' refusals too.
     app.add_middleware(RequestLog, metrics=metrics, openapi=lambda: app.openapi())
+    if worker_loads is not None:
+        # Outside the log: it only counts requests and may add `Connection: close`.
+        app.add_middleware(ConnectionBalance, loads=worker_loads)
+    app.state.worker_loads = worker_loads
     app.include_router(health.router)
     app.include_router(models.router)
     app.include_router(messages.router)

@@ -7,7 +7,9 @@
 3. The schema is brought up to date once, before any worker starts; a database that cannot
    be reached stops the start with one line.
 4. With several workers, Prometheus multiprocess mode gets a fresh directory
-   (PROMETHEUS_MULTIPROC_DIR, made here unless given, and emptied either way).
+   (PROMETHEUS_MULTIPROC_DIR, made here unless given, and emptied either way), and the workers
+   a directory through which they tell each other how busy they are, to spread keep-alive
+   connections (app/api/balance.py).
 5. With no API key, a server on an address beyond this machine refuses to start unless the
    operator allows it (--allow-no-authentication); on loopback it starts, and says so loudly.
 6. One line says what starts: version, database (password masked), workers, mode.
@@ -35,6 +37,7 @@ from app.logging_setup import configure_logging, uvicorn_log_config
 log = logging.getLogger("spamsift.serve")
 
 MULTIPROCESS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+WORKER_LOAD_DIR_VARIABLE = "SPAMSIFT_WORKER_LOAD_DIR"  # read by app/api/balance.py
 SECRET_SETTINGS = frozenset({"admin_key"})
 
 
@@ -221,6 +224,17 @@ def prepare_multiprocess_dir(workers: int) -> Path | None:
     return made
 
 
+def prepare_worker_load_dir(workers: int) -> Path | None:
+    """With several workers, make the directory through which they share their requests in
+    flight (app/api/balance.py), named in the environment they inherit; return it."""
+    if workers <= 1:
+        os.environ.pop(WORKER_LOAD_DIR_VARIABLE, None)
+        return None
+    made = Path(tempfile.mkdtemp(prefix="spamsift-worker-loads-"))
+    os.environ[WORKER_LOAD_DIR_VARIABLE] = f"{made}:{workers}"
+    return made
+
+
 def serve(
     *,
     host: str,
@@ -244,6 +258,7 @@ def serve(
     log_start(settings=settings, host=host, port=port, workers=workers, mode=mode)
     warn_about_shared_sqlite(settings, workers=workers)
     made = prepare_multiprocess_dir(workers)
+    load_dir = prepare_worker_load_dir(workers)
     try:
         uvicorn.run(
             "app.main:create_app",
@@ -268,3 +283,5 @@ def serve(
     finally:
         if made is not None:
             shutil.rmtree(made, ignore_errors=True)
+        if load_dir is not None:
+            shutil.rmtree(load_dir, ignore_errors=True)

@@ -85,12 +85,18 @@ class Server:
 
 @contextmanager
 def serve(
-    database_url: str, *, workers: int, folder: Path, tokenizer: CoreChoice | None = None
+    database_url: str,
+    *,
+    workers: int,
+    folder: Path,
+    tokenizer: CoreChoice | None = None,
+    repo: Path = REPO,
 ) -> Iterator[Server]:
     """Run `spamsift serve --workers N` on a free port until the block ends.
 
     SPAMSIFT_LOG_LEVEL=warning: no access log line per request; time budgets of 600 s.
-    `tokenizer` sets SPAMSIFT_TOKENIZER (None: whatever the environment says).
+    `tokenizer` sets SPAMSIFT_TOKENIZER (None: whatever the environment says); `repo` is the
+    checkout whose code the server runs (by default this one).
     """
     port = free_port()
     env = {
@@ -103,7 +109,7 @@ def serve(
         "SPAMSIFT_TRAIN_TIME_BUDGET_SECONDS": "600",
         # The server runs the same code as the benchmark (a checkout other than the installed
         # one, when comparing before and after).
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")])),
     }
     if tokenizer is not None:
         env["SPAMSIFT_TOKENIZER"] = tokenizer
@@ -180,6 +186,10 @@ class LoadResult:
     latencies: list[float] = field(default_factory=list)
     statuses: dict[int, int] = field(default_factory=dict)
     bodies: list[bytes] = field(default_factory=list)
+    # CPU seconds of the server's processes and of the load generator (this process) while
+    # the load ran: on a shared machine the generator's share is taken from the server.
+    server_cpu_seconds: float = 0.0
+    client_cpu_seconds: float = 0.0
 
     @property
     def requests(self) -> int:
@@ -251,9 +261,13 @@ def run_load(
     `rate_per_s`, an open loop: requests are scheduled at that total rate and each latency
     is measured from its scheduled time, so a slow answer also counts the wait it caused.
     """
-    return asyncio.run(
+    server_cpu, client_cpu = server.cpu_seconds(), time.process_time()
+    result = asyncio.run(
         _run_load(server, requests, clients, total or len(requests), rate_per_s, keep_bodies)
     )
+    result.server_cpu_seconds = server.cpu_seconds() - server_cpu
+    result.client_cpu_seconds = time.process_time() - client_cpu
+    return result
 
 
 async def _run_load(
@@ -316,6 +330,12 @@ def summarize_runs(results: Sequence[LoadResult], items_per_request: int = 1) ->
         "p50_ms": summary([p["p50"] for p in per_run], digits=2),
         "p95_ms": summary([p["p95"] for p in per_run], digits=2),
         "p99_ms": summary([p["p99"] for p in per_run], digits=2),
+        "server_cpu_ms_per_request": summary(
+            [r.server_cpu_seconds * 1000 / max(r.requests, 1) for r in results], digits=3
+        ),
+        "client_cpu_ms_per_request": summary(
+            [r.client_cpu_seconds * 1000 / max(r.requests, 1) for r in results], digits=3
+        ),
         "requests": sum(r.requests for r in results),
         "errors": sum(r.errors for r in results),
     }

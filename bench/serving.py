@@ -7,10 +7,20 @@ message/rfc822 at 1, 10 and 50 concurrent clients (closed loop: each client send
 request when the answer came); 50 clients in an open loop at 80 % of the closed-loop throughput;
 batch classify (batches of 100, one client per worker). The load generator runs on the same
 2 cores as the server.
+
+The single-message classify rows alone, against one `spamsift serve --workers 2` on SQLite
+(about a minute; `--repo` serves another checkout's code with this load generator, to
+compare before and after):
+
+    python -m bench.serving [--repo PATH] [--fixed-rate 250] [--quick] [--json out.json]
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -19,6 +29,7 @@ from app.service.corpus import LabelledMessage
 from bench import data
 from bench.databases import fresh_database
 from bench.server import (
+    REPO,
     LoadResult,
     Request,
     Server,
@@ -195,7 +206,8 @@ def run(quick: bool, postgres_url: str | None) -> dict[str, Any]:
     results["table"] = rows
     results["notes"] = [
         "the load generator (asyncio, one keep-alive connection per client) runs on the same "
-        "2 cores as the server and takes CPU from it",
+        "2 cores as the server and takes CPU from it: its CPU per request is the client "
+        "column, the server processes' (from /proc) the server column",
         "closed loop: latency = clients / throughput (Little's law) once the server is "
         f"saturated; open loop: 50 clients at {OPEN_LOOP_SHARE:.0%} of the closed-loop "
         "throughput, latency from "
@@ -218,6 +230,8 @@ def _rows(kind: str, workers: int, m: dict[str, Any]) -> list[dict[str, Any]]:
                 "p50 ms": entry.get("p50_ms", {}).get("median", "—"),
                 "p95 ms": entry.get("p95_ms", {}).get("median", "—"),
                 "p99 ms": entry.get("p99_ms", {}).get("median", "—"),
+                "server CPU ms/req": entry.get("server_cpu_ms_per_request", {}).get("median", "—"),
+                "client CPU ms/req": entry.get("client_cpu_ms_per_request", {}).get("median", "—"),
                 "errors": entry.get("errors", 0),
             }
         )
@@ -232,3 +246,105 @@ def _rows(kind: str, workers: int, m: dict[str, Any]) -> list[dict[str, Any]]:
     batch = m["classify_batch"]
     add(f"classify batch of 100, {batch['clients']} clients", batch)
     return rows
+
+
+def single_classify(
+    *, repo: Path, quick: bool, fixed_rates: tuple[float, ...] = ()
+) -> dict[str, Any]:
+    """Single-message classify rows against `spamsift serve --workers 2` on SQLite running
+    the code of `repo`, its model trained in batches of 500 from one client first; then 50
+    clients in an open loop at each of `fixed_rates` (requests/s), 4 seconds of requests."""
+    split = data.split(
+        "spamassassin", train_limit=300 if quick else None, test_limit=100 if quick else None
+    )
+    runs = 2 if quick else 3
+    load_at_start = os.getloadavg()[0]
+    with (
+        tempfile.TemporaryDirectory(prefix="spamsift-bench-") as tmp,
+        fresh_database("sqlite", Path(tmp), None) as url,
+        serve(url, workers=2, folder=Path(tmp), repo=repo) as server,
+    ):
+        trained = run_load(server, train_batch_requests(split.train, 500), clients=1)
+        if trained.errors:
+            raise RuntimeError(f"training over HTTP failed: {trained.statuses}")
+        requests = classify_requests(split.test)
+        closed, open_loop = measure_classify_single(server, requests, quick=quick, runs=runs)
+        fixed = {
+            rate: summarize_runs(
+                [
+                    run_load(server, requests, clients=50, total=int(rate * 4), rate_per_s=rate)
+                    for _ in range(runs)
+                ]
+            )
+            for rate in fixed_rates
+        }
+    measured = {"classify_single": closed, "classify_single_open_loop": open_loop}
+    rows = _single_rows("sqlite", 2, measured)
+    for rate, entry in fixed.items():
+        rows.append(
+            {
+                **rows[-1],
+                "what": f"classify single, 50 clients open loop {rate:g}/s (fixed)",
+                "msg/s": entry["items_per_s"],
+                "p50 ms": entry["p50_ms"]["median"],
+                "p95 ms": entry["p95_ms"]["median"],
+                "p99 ms": entry["p99_ms"]["median"],
+                "server CPU ms/req": entry["server_cpu_ms_per_request"]["median"],
+                "client CPU ms/req": entry["client_cpu_ms_per_request"]["median"],
+                "errors": entry["errors"],
+            }
+        )
+    measured["classify_single_fixed_rates"] = {str(rate): e for rate, e in fixed.items()}
+    return {
+        "repo": str(repo),
+        "load_average_1min": [round(load_at_start, 2), round(os.getloadavg()[0], 2)],
+        **measured,
+        "table": rows,
+    }
+
+
+def _single_rows(kind: str, workers: int, m: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = _rows(
+        kind,
+        workers,
+        {
+            "train_single": {"items_per_s": {}},
+            "train_batch": {"batch_size": 0, "clients": 0, "items_per_s": {}},
+            "classify_batch": {"clients": 0, "items_per_s": {}},
+            **m,
+        },
+    )
+    return [row for row in rows if str(row["what"]).startswith("classify single")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench.run import print_table
+
+    parser = argparse.ArgumentParser(prog="python -m bench.serving", description=__doc__)
+    parser.add_argument("--repo", type=Path, default=REPO, help="checkout whose code is served")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
+    parser.add_argument("--json", type=Path, default=None, help="where to write the results")
+    parser.add_argument(
+        "--fixed-rate",
+        type=float,
+        action="append",
+        default=[],
+        help="also 50 clients in an open loop at this rate (requests/s); may be repeated",
+    )
+    args = parser.parse_args(argv)
+    result = single_classify(
+        repo=args.repo.resolve(), quick=args.quick, fixed_rates=tuple(args.fixed_rate)
+    )
+    start, end = result["load_average_1min"]
+    print_table(
+        f"single-message classify, spamsift serve --workers 2, SQLite, code of {result['repo']}"
+        f" (load average {start} at the start, {end} at the end)",
+        result["table"],
+    )
+    if args.json is not None:
+        args.json.write_text(json.dumps(result, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -27,6 +27,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from app.api.error_responses import error_responses
 from app.errors import Forbidden, TooManyFailures, Unauthorized
@@ -202,15 +203,27 @@ def _authenticate(
     return key
 
 
+async def _authenticate_on_loop(
+    request: Request, credentials: HTTPAuthorizationCredentials | None
+) -> ApiKey | None:
+    """`_authenticate` on the event loop while the keys in memory are fresh (no I/O: a hash
+    and a dictionary lookup), in the thread pool when the database must be read first. A sync
+    dependency would take a hop to the thread pool on every request."""
+    guard: KeyGuard = request.app.state.key_guard
+    if guard.fresh():
+        return _authenticate(request, credentials)
+    return await run_in_threadpool(_authenticate, request, credentials)
+
+
 def any_key() -> Any:
     """A route dependency: the request needs a valid key of any scope and models (it is
     handed to the route); None in development mode."""
 
-    def authenticate(
+    async def authenticate(
         request: Request,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     ) -> ApiKey | None:
-        return _authenticate(request, credentials)
+        return await _authenticate_on_loop(request, credentials)
 
     return Depends(authenticate)
 
@@ -219,11 +232,11 @@ def requires(scope: Scope, *, model_query: bool = False) -> Any:
     """A route dependency: the request needs a key with `scope` for its model, taken from the
     path's `{name}` or, with `model_query`, from `?model=` (default `default`)."""
 
-    def authorize(
+    async def authorize(
         request: Request,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     ) -> None:
-        key = _authenticate(request, credentials)
+        key = await _authenticate_on_loop(request, credentials)
         if key is None:
             return
         if not key.allows(scope):

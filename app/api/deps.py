@@ -50,7 +50,13 @@ def get_runtime(request: Request) -> Runtime:
     return runtime
 
 
-RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+async def _runtime(request: Request) -> Runtime:
+    # async: FastAPI runs a sync dependency in the thread pool, a hop per request for an
+    # attribute read.
+    return get_runtime(request)
+
+
+RuntimeDep = Annotated[Runtime, Depends(_runtime)]
 ModelName = Annotated[str, Path(pattern=MODEL_NAME_PATTERN, description="Model name")]
 ModelQuery = Annotated[
     str, Query(alias="model", pattern=MODEL_NAME_PATTERN, description="Model name")
@@ -252,10 +258,11 @@ def message_body_openapi(schema: str) -> dict[str, object]:
 _route_queries: dict[int, frozenset[str]] = {}
 
 
-def reject_unknown_query(request: Request) -> None:
+async def reject_unknown_query(request: Request) -> None:
     """An app-wide dependency: a query parameter the operation does not take is a 422, as an
     unknown body field is, rather than silently ignored (a misspelt `?lable=spam` must not
-    look like it worked)."""
+    look like it worked). async: it runs on every request and does no I/O, so it needs no
+    hop to the thread pool."""
     route = request.scope.get("route")
     if not isinstance(route, APIRoute) or not request.query_params:
         return

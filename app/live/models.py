@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -51,6 +52,8 @@ from app.store.engine import Database
 from app.store.models import ModelRow, find_model, read_generation
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 # Turns a model's stored options into the engine's config (the service's ModelConfig does:
 # this room holds models, it does not judge their options).
@@ -135,8 +138,7 @@ class LiveModel:
 
     def size_bytes(self) -> int:
         """Estimate the memory this model holds (see BYTES_PER_TOKEN)."""
-        n_tokens = self.table.n_tokens
-        return BYTES_PER_MODEL + n_tokens * (BYTES_PER_TOKEN + 16 * len(self.classes))
+        return estimated_bytes(self.table.n_tokens, len(self.classes))
 
     def apply(self, changes: CountChanges) -> None:
         """Apply a change feed read from the database (absolute values; idempotent)."""
@@ -256,6 +258,18 @@ def needs_vocabulary_totals(config: NaiveBayesConfig, event_model: str | None) -
 # thousands cost well under a megabyte.
 MAX_KEPT_TOTALS = 20_000
 
+# A model not held that one process classifies this often is loaded, in the background: a
+# read of the message's rows costs that process 3-4 times the CPU of scoring a held model
+# (one SQLite or PostgreSQL query a message), which a busy model should not pay forever,
+# while a mailbox classified now and then stays out of the memory budget.
+HOT_READS = 50
+HOT_WINDOW_SECONDS = 10.0
+
+
+def estimated_bytes(n_tokens: int, n_classes: int) -> int:
+    """The memory a model of `n_tokens` tokens takes when held (see BYTES_PER_TOKEN)."""
+    return BYTES_PER_MODEL + n_tokens * (BYTES_PER_TOKEN + 16 * n_classes)
+
 
 @dataclass(frozen=True)
 class HeldFigures:
@@ -280,6 +294,8 @@ class LiveModels:
         sync_interval_seconds: float,
         engine_config: EngineConfig,
         max_bytes: int = 0,
+        hot_reads: int = HOT_READS,
+        hot_window_seconds: float = HOT_WINDOW_SECONDS,
     ) -> None:
         self.db = db
         self.sync_interval_seconds = sync_interval_seconds
@@ -299,6 +315,11 @@ class LiveModels:
         self._totals_reads = 0
         self._lock = threading.Lock()  # guards the dicts above for microseconds, never a load
         self._loading: dict[str, threading.Lock] = {}
+        self.hot_reads = hot_reads
+        self.hot_window_seconds = hot_window_seconds
+        # Per model not held: (start of the window, partial reads in it).
+        self._cold_reads: dict[str, tuple[float, int]] = {}
+        self._background_loads: set[str] = set()
 
     def get(self, name: str) -> LiveModel:
         """Return the model, loaded on first use and synced at most `sync_interval` ago."""
@@ -367,9 +388,47 @@ class LiveModels:
             backed_by=row.backed_by,
             feedback_trains_backing=row.feedback_trains_backing,
         )
+        # A model the whole budget cannot hold stays read by rows, however often it is used.
+        size = estimated_bytes(row.n_tokens, len(row.classes))
+        fits = self.max_bytes <= 0 or size <= self.max_bytes
         with self._lock:
             self._partial_reads += 1
+            hot = fits and self._count_cold_read(name)
+        if hot:
+            threading.Thread(
+                target=self._load_in_background, args=(name,), name="spamsift-load", daemon=True
+            ).start()
         return PartialModel(live=live, token_ids=counts.token_ids)
+
+    def _count_cold_read(self, name: str) -> bool:
+        """Count a partial read of `name`; tell whether it just became hot (under _lock)."""
+        now = time.monotonic()
+        start, reads = self._cold_reads.get(name, (now, 0))
+        if now - start > self.hot_window_seconds:
+            start, reads = now, 0
+        reads += 1
+        if reads < self.hot_reads:
+            if name not in self._cold_reads and len(self._cold_reads) >= MAX_KEPT_TOTALS:
+                self._cold_reads.clear()  # a bound, whatever the number of models
+            self._cold_reads[name] = (start, reads)
+            return False
+        self._cold_reads.pop(name, None)
+        if name in self._background_loads:
+            return False
+        self._background_loads.add(name)
+        return True
+
+    def _load_in_background(self, name: str) -> None:
+        """Load a hot model while its requests go on being scored from their rows."""
+        try:
+            self.get(name)
+        except ModelNotFound:
+            pass  # deleted meanwhile: nothing to hold
+        except Exception:  # the next hot window tries again
+            log.warning("loading the model %r in the background failed", name, exc_info=True)
+        finally:
+            with self._lock:
+                self._background_loads.discard(name)
 
     def _vocabulary_totals(
         self, conn: Connection, row: ModelRow, config: NaiveBayesConfig, counts: MessageCounts

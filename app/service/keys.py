@@ -270,10 +270,16 @@ class KeyGuard:
         with self._lock:
             self._checked_at = -math.inf
 
-    def _keep_fresh(self) -> None:
+    def fresh(self) -> bool:
+        """Tell whether the keys last read answer a request from memory alone, with no read
+        of the database (what an event loop may ask without blocking)."""
         with self._lock:
-            if self._enforced is not None and self._clock() - self._checked_at < self.cache_seconds:
-                return
+            age = self._clock() - self._checked_at
+            return self._enforced is not None and age < self.cache_seconds
+
+    def _keep_fresh(self) -> None:
+        if self.fresh():
+            return
         try:
             self._refresh()
         except DatabaseUnavailable:
