@@ -61,6 +61,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         try:
             yield
         finally:
+            gc.unfreeze()  # an app made and closed again (tests) leaves nothing frozen behind
             rt.close()
             if worker_loads is not None:
                 worker_loads.close()
