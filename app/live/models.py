@@ -46,6 +46,7 @@ from app.store.counts import (
     read_all_counts,
     read_changes,
     read_message_counts,
+    read_model_parts,
 )
 from app.store.engine import Database
 from app.store.models import ModelRow, find_model, read_generation
@@ -94,15 +95,12 @@ class LiveModel:
         with db.transaction(write=False) as conn:
             row = find_model(conn, name)
             live = cls.empty(row, engine_config)
-            live.apply(
-                read_changes(
-                    conn,
-                    row.id,
-                    since_generation=-1,
-                    generation=row.generation,
-                    n_classes=len(row.classes),
-                )
-            )
+            # No other thread sees `live` yet: its parts go in without its lock.
+            for part in read_model_parts(
+                conn, row.id, generation=row.generation, n_classes=len(row.classes)
+            ):
+                live._apply_rows(part)
+            live.synced_generation = row.generation
         live.classifier.warm()  # its temporaries are freed below, not after the first request
         return_freed_memory()
         live.last_check = time.monotonic()
@@ -144,18 +142,21 @@ class LiveModel:
         with self.lock:
             if changes.generation <= self.synced_generation:
                 return
-            if len(changes.token_ids):
-                self.table.place(changes.token_ids, changes.token_texts)
-            if len(changes.count_token_ids):
-                self.table.set_counts(
-                    changes.count_token_ids,
-                    changes.count_class_indices,
-                    changes.count_docs,
-                    changes.count_terms,
-                )
-            self.table.set_class_totals(changes.class_docs, changes.class_terms)
+            self._apply_rows(changes)
             self.synced_generation = changes.generation
         self._return_memory_if_grown(capacity)
+
+    def _apply_rows(self, changes: CountChanges) -> None:
+        if len(changes.token_ids):
+            self.table.place(changes.token_ids, changes.token_texts)
+        if len(changes.count_token_ids):
+            self.table.set_counts(
+                changes.count_token_ids,
+                changes.count_class_indices,
+                changes.count_docs,
+                changes.count_terms,
+            )
+        self.table.set_class_totals(changes.class_docs, changes.class_terms)
 
     def catch_up(self, conn: Connection, generation: int) -> None:
         """Bring config and arrays to `generation` by reading the change feed through `conn`."""
