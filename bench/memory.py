@@ -11,6 +11,10 @@ memory is the RSS after those minus the idle RSS.
 
 from __future__ import annotations
 
+import argparse
+import os
+import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -181,3 +185,49 @@ def run(quick: bool, postgres_url: str | None) -> dict[str, Any]:
         "message's rows); model B/token = (RSS after 100 classifications - idle) / tokens"
     ]
     return results
+
+
+def repeated_runs(model_file: Path, n_tokens: int, runs: int) -> list[dict[str, Any]]:
+    """Serve one SQLite model `runs` times (built into `model_file` once, kept for later calls;
+    each run serves a fresh copy, so its training request writes the same way)."""
+    if not model_file.exists():
+        build_model(f"sqlite:///{model_file}", n_tokens)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="spamsift-bench-") as tmp:
+        copy = Path(tmp) / "model.sqlite"
+        for run_index in range(runs):
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{copy}{suffix}").unlink(missing_ok=True)
+            shutil.copyfile(model_file, copy)
+            served = measure_served_model(f"sqlite:///{copy}", Path(tmp), n_tokens)
+            served["load_average"] = os.getloadavg()[0]
+            results.append(served)
+            print(
+                f"run {run_index + 1}: {served['model_bytes_per_token']} B/token, "
+                f"load {served['load_seconds']} s ({served['load_cpu_seconds']} CPU s), "
+                f"load average {served['load_average']:.1f}",
+                flush=True,
+            )
+    return results
+
+
+def main() -> None:
+    """`python -m bench.memory --runs 5 --model /tmp/m1.sqlite`: the model's bytes a token on
+    SQLite, several times on one model (the spread between runs is as large as the gaps being
+    measured, so read the median)."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--tokens", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--model", type=Path, required=True, help="SQLite file, built if absent")
+    arguments = parser.parse_args()
+    results = repeated_runs(arguments.model, arguments.tokens, arguments.runs)
+    per_token = [result["model_bytes_per_token"] for result in results]
+    load_cpu = [result["load_cpu_seconds"] for result in results]
+    print(
+        f"median {statistics.median(per_token)} B/token (runs {per_token}); load CPU median "
+        f"{statistics.median(load_cpu)} s; load average {os.getloadavg()[0]:.1f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

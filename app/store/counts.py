@@ -401,49 +401,76 @@ def read_changes(
 ) -> CountChanges:
     """Read, in the caller's snapshot, everything changed after `since_generation`.
 
-    With `since_generation = -1` this is the whole model (a process's first load), read in
-    ranges of READ_ID_RANGE token ids; a change feed is read in one go (on the generation
-    index).
+    With `since_generation = -1` this is the whole model (the parts of `read_model_parts` in
+    one); a change feed is read in one go (on the generation index).
     """
-    reads = _bulk_reads(conn.dialect.name, ranged=since_generation < 0)
-    ranges: list[tuple[int, ...]] = [(model_id, since_generation)]
     if since_generation < 0:
-        placeholder = "%s" if conn.dialect.name == "postgresql" else "?"
-        end = max(
-            conn.exec_driver_sql(
-                f"SELECT coalesce(max(token_id), -1) FROM {table} WHERE model_id = {placeholder}",
-                (model_id,),
-            ).scalar_one()
-            for table in (tokens.name, token_counts.name)
-        )
-        ranges = [
-            (model_id, start, start + READ_ID_RANGE) for start in range(0, end + 1, READ_ID_RANGE)
-        ]
-    token_ids: list[IntArray] = []
-    texts: list[EncodedTexts] = []
-    columns: list[list[IntArray]] = [[], [], [], []]
-    for parameters in ranges:
-        ids, encoded = _read_texts(conn, reads, parameters)
-        token_ids.append(ids)
-        texts.append(encoded)
-        for column, joined in zip(
-            columns, conn.exec_driver_sql(reads.counts, parameters).one(), strict=True
-        ):
-            column.append(_numbers(joined))
-    count_token_ids, count_class_indices, count_docs, count_terms = (
-        np.concatenate(column) if column else np.zeros(0, dtype=np.int64) for column in columns
-    )
-    class_docs, class_terms = read_class_totals(conn, model_id, n_classes)
+        parts = list(read_model_parts(conn, model_id, generation=generation, n_classes=n_classes))
+    else:
+        reads = _bulk_reads(conn.dialect.name, ranged=False)
+        class_totals = read_class_totals(conn, model_id, n_classes)
+        parts = [_read_part(conn, reads, (model_id, since_generation), generation, class_totals)]
+    if len(parts) == 1:
+        return parts[0]
     return CountChanges(
         generation=generation,
-        token_ids=np.concatenate(token_ids) if token_ids else np.zeros(0, dtype=np.int64),
-        token_texts=EncodedTexts.concatenate(texts),
+        token_ids=np.concatenate([part.token_ids for part in parts]),
+        token_texts=EncodedTexts.concatenate([part.token_texts for part in parts]),
+        count_token_ids=np.concatenate([part.count_token_ids for part in parts]),
+        count_class_indices=np.concatenate([part.count_class_indices for part in parts]),
+        count_docs=np.concatenate([part.count_docs for part in parts]),
+        count_terms=np.concatenate([part.count_terms for part in parts]),
+        class_docs=parts[0].class_docs,
+        class_terms=parts[0].class_terms,
+    )
+
+
+def read_model_parts(
+    conn: Connection, model_id: int, *, generation: int, n_classes: int
+) -> Iterator[CountChanges]:
+    """The whole model in the caller's snapshot, READ_ID_RANGE token ids a part (each with
+    the class totals; at least one part), in ascending ids.
+
+    A load applies each part before reading the next: the texts of one part exist as str
+    objects at a time, not a million of them (64 MB of small blocks whose freed arenas the
+    objects made meanwhile kept resident, ~11 bytes a token).
+    """
+    reads = _bulk_reads(conn.dialect.name, ranged=True)
+    placeholder = "%s" if conn.dialect.name == "postgresql" else "?"
+    end = max(
+        conn.exec_driver_sql(
+            f"SELECT coalesce(max(token_id), -1) FROM {table} WHERE model_id = {placeholder}",
+            (model_id,),
+        ).scalar_one()
+        for table in (tokens.name, token_counts.name)
+    )
+    class_totals = read_class_totals(conn, model_id, n_classes)
+    for start in range(0, max(end + 1, 1), READ_ID_RANGE):
+        parameters = (model_id, start, start + READ_ID_RANGE)
+        yield _read_part(conn, reads, parameters, generation, class_totals)
+
+
+def _read_part(
+    conn: Connection,
+    reads: _BulkReads,
+    parameters: tuple[int, ...],
+    generation: int,
+    class_totals: tuple[IntArray, IntArray],
+) -> CountChanges:
+    token_ids, texts = _read_texts(conn, reads, parameters)
+    count_token_ids, count_class_indices, count_docs, count_terms = (
+        _numbers(joined) for joined in conn.exec_driver_sql(reads.counts, parameters).one()
+    )
+    return CountChanges(
+        generation=generation,
+        token_ids=token_ids,
+        token_texts=texts,
         count_token_ids=count_token_ids,
         count_class_indices=count_class_indices,
         count_docs=count_docs,
         count_terms=count_terms,
-        class_docs=class_docs,
-        class_terms=class_terms,
+        class_docs=class_totals[0],
+        class_terms=class_totals[1],
     )
 
 

@@ -22,6 +22,7 @@ library in one warning at start (app/serving.py).
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import random
@@ -29,7 +30,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, create_engine, event
@@ -356,3 +357,7 @@ def _restore_sqlite_cache(dbapi_connection: Any, record: ConnectionPoolEntry) ->
     as it returns to the pool."""
     if record.info.pop(_WRITE_CACHE, False) and dbapi_connection is not None:
         dbapi_connection.execute(f"PRAGMA cache_size = {int(record.info[_CACHE_SIZE])}")
+        # The pages freed stay resident in the allocator's free lists otherwise: ~5 MB after
+        # one message trained into a million-token model. malloc_trim takes ~0.13 ms.
+        with suppress(OSError, AttributeError):  # no glibc: nothing to do
+            ctypes.CDLL("libc.so.6").malloc_trim(0)

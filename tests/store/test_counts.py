@@ -9,14 +9,16 @@ import pytest
 
 from app.config import Settings
 from app.errors import NotTrained
+from app.live.models import LiveModel
 from app.service.classification import classify
 from app.service.messages import Message
 from app.service.models import create_model, delete_model, update_model
-from app.service.runtime import Runtime
+from app.service.runtime import Runtime, engine_config
 from app.service.training import forget, train, train_batch
 from app.store import counts as counts_module
 from app.store.counts import (
     CountDelta,
+    add_class_totals,
     add_token_counts,
     delete_tokens,
     insert_tokens,
@@ -320,3 +322,45 @@ def test_a_training_batch_stores_the_counts_its_ledger_implies(runtime: Runtime)
     train_batch(runtime, model_name="default", items=items)
 
     assert stored_cells(runtime) == counts_from_ledger(runtime)
+
+
+def test_a_model_loaded_part_by_part_equals_the_model_read_whole(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A load applies the model a range of ids at a time: the same texts, counts and class
+    totals as one read, gaps of deleted tokens included; a model without tokens keeps its
+    class totals."""
+    with db.transaction() as conn:
+        model = find_model(conn, "default")
+    model_id, created_at = model.id, model.created_at
+    with db.transaction() as conn:
+        generation = lock_and_bump_generation(conn, model_id, created_at=created_at)
+        add_class_totals(conn, model_id, class_docs=[3, 4], class_terms=[30, 40])
+    empty = LiveModel.load(db, "default", engine_config)
+    assert empty.table.n_tokens == 0
+    assert empty.table.class_docs.tolist() == [3, 4]
+    assert empty.table.class_terms.tolist() == [30, 40]
+    assert empty.synced_generation == generation
+
+    texts = [f"w{i}" for i in range(9)] + ["größe", "日本語", "a\x1fb"]
+    first = new_tokens(db, model_id, texts)
+    with db.transaction() as conn:
+        generation = lock_and_bump_generation(conn, model_id, created_at=created_at)
+        add_token_counts(
+            conn,
+            model_id,
+            delta([(first + i, i % 2, i + 1, 2 * i + 1) for i in range(len(texts))]),
+            generation=generation,
+        )
+        delete_tokens(conn, model_id, [first + 4])
+    loads = []
+    for id_range in (3, 500_000):
+        monkeypatch.setattr(counts_module, "READ_ID_RANGE", id_range)
+        loads.append(LiveModel.load(db, "default", engine_config))
+    in_parts, whole = loads
+    assert list(in_parts.table.tokens) == list(whole.table.tokens)
+    assert "größe" in list(in_parts.table.tokens)
+    assert in_parts.table.lookup(["a\x1fb", "w4"]).tolist() == [first + 11, -1]
+    for name in ("token_docs", "token_terms", "class_docs", "class_terms"):
+        np.testing.assert_array_equal(getattr(in_parts.table, name), getattr(whole.table, name))
+    assert in_parts.synced_generation == whole.synced_generation == generation
