@@ -62,14 +62,7 @@ def test_a_model_classified_now_and_then_stays_out_of_memory(
     runtime.models.hot_reads = 3
     runtime.models.hot_window_seconds = 0.0  # each read starts a window of its own
 
-    for _ in range(6):
-        classify(runtime, model_name="default", message=Message(text=spam_text(70)))
-    time.sleep(0.2)  # a background load, were one started, would be well under way
-
-    figures = runtime.models.figures()
-    assert figures.models == 0
-    assert figures.loads == 0
-    assert figures.partial_reads == 6
+    assert_six_reads_load_nothing(runtime)
 
 
 def test_a_model_the_budget_cannot_hold_stays_out_of_memory_however_often_used(
@@ -79,6 +72,11 @@ def test_a_model_the_budget_cannot_hold_stays_out_of_memory_however_often_used(
     runtime.models.hot_reads = 3
     runtime.models.max_bytes = 1024  # far below any model
 
+    assert_six_reads_load_nothing(runtime)
+
+
+def assert_six_reads_load_nothing(runtime: Runtime) -> None:
+    """Classify six messages on a model not held; check that none of it loaded the model."""
     for _ in range(6):
         classify(runtime, model_name="default", message=Message(text=spam_text(70)))
     time.sleep(0.2)  # a background load, were one started, would be well under way
