@@ -358,6 +358,26 @@ def _restore_sqlite_cache(dbapi_connection: Any, record: ConnectionPoolEntry) ->
     if record.info.pop(_WRITE_CACHE, False) and dbapi_connection is not None:
         dbapi_connection.execute(f"PRAGMA cache_size = {int(record.info[_CACHE_SIZE])}")
         # The pages freed stay resident in the allocator's free lists otherwise: ~5 MB after
-        # one message trained into a million-token model. malloc_trim takes ~0.13 ms.
-        with suppress(OSError, AttributeError):  # no glibc: nothing to do
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        # one message trained into a million-token model.
+        trim_heap_now_and_then()
+
+
+# A trim walks the whole heap: 0.6-4 ms of CPU in a process holding a 600,000-token model, as
+# much as the rest of a small write. So at most once a second: what a write frees meanwhile
+# is handed back by the next write after that (the classification records' writer writes
+# about once a second while a server classifies).
+TRIM_INTERVAL_SECONDS = 1.0
+_trimmed_at = -float("inf")
+
+
+def trim_heap_now_and_then() -> bool:
+    """Hand the allocator's free pages back to the system (glibc `malloc_trim`) unless that
+    was done less than TRIM_INTERVAL_SECONDS ago; tell whether it was done now."""
+    global _trimmed_at
+    now = time.monotonic()
+    if now - _trimmed_at < TRIM_INTERVAL_SECONDS:
+        return False
+    _trimmed_at = now  # a race between two threads costs one extra trim at worst
+    with suppress(OSError, AttributeError):  # no glibc: nothing to do
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    return True

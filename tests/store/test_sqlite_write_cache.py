@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from sqlalchemy import Connection
 
+from app.store import engine
 from app.store.engine import SQLITE_WRITE_CACHE_KIB, Database
 
 
@@ -32,5 +34,29 @@ def test_a_write_transaction_has_the_larger_cache_and_the_connection_gets_its_ow
             pass
         with db.transaction(write=False) as conn:
             assert cache_size(conn) == own
+    finally:
+        db.dispose()
+
+
+def test_the_heap_is_trimmed_after_a_write_at_most_once_a_second(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine, "_trimmed_at", -float("inf"))
+    db = Database(f"sqlite:///{tmp_path / 'trim.db'}")
+    try:
+        with db.transaction(write=False):
+            pass
+        assert engine._trimmed_at == -float("inf")  # a read frees no write cache
+        with db.transaction():
+            pass
+        first = engine._trimmed_at
+        assert first > -float("inf")
+        with db.transaction():
+            pass
+        assert engine._trimmed_at == first  # within the second: not again
+        monkeypatch.setattr(engine, "TRIM_INTERVAL_SECONDS", 0.0)
+        with db.transaction():
+            pass
+        assert engine._trimmed_at > first
     finally:
         db.dispose()
