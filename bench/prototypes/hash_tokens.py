@@ -34,7 +34,7 @@ from itertools import chain
 import numpy as np
 import scipy.sparse
 
-from app.bayes.tokens import TokenIndex, _positions
+from app.bayes.tokens import TokenIndex, _positions, token_hashes
 from app.text import core, hash_raw, token_digest, token_hash, tokenize_raw
 from app.text.limits import DEFAULT_LIMITS
 from app.text.mime import ParsedMessage, parse_message
@@ -214,12 +214,7 @@ def classify(runs: int) -> None:
         "hash lookup + CSR": hash_lookups,
         **split_steps(parsed),
     }
-    cpu: dict[str, list[float]] = {name: [] for name in works}
-    for _ in range(runs):
-        for name, work in works.items():
-            started = time.process_time()
-            work()
-            cpu[name].append(time.process_time() - started)
+    cpu = cpu_seconds(works, runs)
     n = len(test)
     print(
         f"{n} test messages, index of {len(index)} tokens (training split), "
@@ -231,6 +226,17 @@ def classify(runs: int) -> None:
             f"| {name} | {median * 1000:.0f} ({min(values) * 1000:.0f}-{max(values) * 1000:.0f})"
             f" | {median / n * 1e6:.0f} |"
         )
+
+
+def cpu_seconds(works: dict[str, Callable[[], object]], runs: int) -> dict[str, list[float]]:
+    """CPU seconds of each work, `runs` times, the works taking turns run by run."""
+    cpu: dict[str, list[float]] = {name: [] for name in works}
+    for _ in range(runs):
+        for name, work in works.items():
+            started = time.process_time()
+            work()
+            cpu[name].append(time.process_time() - started)
+    return cpu
 
 
 # ---------------------------------------------------------------------------- index hashes
@@ -249,23 +255,15 @@ def index_hashes() -> None:
         return np.fromiter(map(utf8_hash, tokens), np.int64, n)
 
     def isascii_test() -> np.ndarray:
-        hashes = np.fromiter(map(hash, tokens), np.int64, n)
-        wide = np.flatnonzero(~np.fromiter(map(str.isascii, tokens), np.bool_, n))
-        hashes[wide] = [hash(tokens[i].encode("utf-8", "surrogatepass")) for i in wide.tolist()]
-        return hashes
+        return token_hashes(tokens)  # the index's way: hash(), then the non-ASCII ones encoded
 
     assert (per_token() == isascii_test()).all()
-    works = {
+    works: dict[str, Callable[[], object]] = {
         "hash(str) (today)": str_hash,
         "utf8_hash per token": per_token,
-        "hash(str), isascii test": isascii_test,
+        "hash(str), isascii test (token_hashes)": isascii_test,
     }
-    cpu: dict[str, list[float]] = {name: [] for name in works}
-    for _ in range(7):
-        for name, work in works.items():
-            started = time.process_time()
-            work()
-            cpu[name].append(time.process_time() - started)
+    cpu = cpu_seconds(works, 7)
     for name, values in cpu.items():
         median = statistics.median(values)
         print(
