@@ -16,7 +16,6 @@ model being loaded holds only its own loading lock: other models are served mean
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import json
 import logging
@@ -49,7 +48,7 @@ from app.store.counts import (
     read_message_counts,
     read_model_parts,
 )
-from app.store.engine import Database
+from app.store.engine import Database, trim_heap
 from app.store.models import ModelRow, find_model, read_generation
 
 T = TypeVar("T")
@@ -105,7 +104,7 @@ class LiveModel:
                 live._apply_rows(part)
             live.synced_generation = row.generation
         live.classifier.warm()  # its temporaries are freed below, not after the first request
-        return_freed_memory()
+        trim_heap()
         live.last_check = time.monotonic()
         return live
 
@@ -223,7 +222,7 @@ class LiveModel:
         arrays resident. malloc_trim costs ~0.2 ms, so only after a growth (every 12.5 %).
         """
         if self.table.capacity != capacity:
-            return_freed_memory()
+            trim_heap()
 
     def reconfigure(self, options: dict[str, Any]) -> None:
         with self.lock:
@@ -580,16 +579,6 @@ class LiveModels:
                 continue
             self._drop(oldest)
             self._evictions += 1
-
-
-def return_freed_memory() -> None:
-    """Give the memory freed after loading a model back to the operating system.
-
-    glibc keeps freed heap pages for reuse: the temporaries of a million-token load stayed
-    resident (server RSS 375 MB -> 300 MB with this). Nothing to do where there is no glibc.
-    """
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 # mallopt's parameters (malloc.h).

@@ -379,6 +379,16 @@ def trim_heap_now_and_then() -> bool:
     if now - _trimmed_at < TRIM_INTERVAL_SECONDS:
         return False
     _trimmed_at = now  # a race between two threads costs one extra trim at worst
-    with suppress(OSError, AttributeError):  # no glibc: nothing to do
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    trim_heap()
     return True
+
+
+def trim_heap() -> None:
+    """Give the heap pages freed since the last trim back to the operating system.
+
+    glibc keeps freed pages for reuse: the temporaries of a million-token model's load stayed
+    resident (server RSS 375 MB -> 300 MB with a trim after it). Nothing to do where there is
+    no glibc.
+    """
+    with suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
