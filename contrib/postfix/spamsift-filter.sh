@@ -1,45 +1,59 @@
 #!/bin/sh
-# spamsift as a Postfix after-queue content filter (the "simple" pipe filter of FILTER_README):
-# Postfix pipes each message in, this script adds X-Spamsift-Verdict and X-Spamsift-Probability
-# (spamsift classify --add-header) and re-injects it with sendmail.
+# spamsift as a Postfix after-queue content filter: Postfix's pipe(8) hands each message in,
+#   spamsift-filter SENDER RECIPIENT...
+# the message is marked by spamsift-mark (X-Spamsift-Verdict, X-Spamsift-Probability; see
+# that script) and handed back to Postfix by SMTP on the re-injection listener of
+# contrib/postfix/master.cf (127.0.0.1:10026), with curl: no Python and no sendmail/postdrop
+# started per message.
 #
-# Install:
-#   install -m 755 spamsift-filter.sh /usr/local/bin/spamsift-filter.sh
-#   useradd --system --no-create-home spamsift        # the filter never runs as root
-#   echo 'ss_...' > /etc/spamsift/api-key              # a key with the classify scope, if any
-#   chown root:spamsift /etc/spamsift/api-key && chmod 640 /etc/spamsift/api-key
-# master.cf:
-#   smtp      inet  n  -  y  -  -  smtpd
-#     -o content_filter=spamsift:dummy
-#   spamsift  unix  -  n  n  -  10  pipe
-#     flags=Rq user=spamsift null_sender=
-#     argv=/usr/local/bin/spamsift-filter.sh -f ${sender} -- ${recipient}
-# then `postfix reload`. Filter rules downstream (Sieve, procmail) test X-Spamsift-Verdict.
+# Fails open: spamsift down, slow or refusing passes the message on marked
+# `X-Spamsift-Verdict: unscanned` (logged to syslog, tag spamsift). Only a failed re-injection
+# exits 75 (EX_TEMPFAIL): Postfix keeps the message and retries.
 #
-# Fail open: when spamsift cannot answer, the message goes on unmarked (spamsift prints it
-# unchanged and exits 3). Only a failed re-injection defers the mail (75, EX_TEMPFAIL).
+# Settings: /etc/spamsift/mail.env (SPAMSIFT_REINJECT_URL, default smtp://127.0.0.1:10026,
+# SPAMSIFT_TIMEOUT; the rest is spamsift-mark's), nothing from the environment.
+# Install: see docs/mail-servers.md (install -m 755 spamsift-filter.sh
+# /usr/local/lib/spamsift/spamsift-filter; spamsift-mark beside it).
 
-SPAMSIFT_URL="${SPAMSIFT_URL:-http://127.0.0.1:8000}"
-SPAMSIFT_KEY_FILE="${SPAMSIFT_KEY_FILE:-/etc/spamsift/api-key}"
-SENDMAIL="${SENDMAIL:-/usr/sbin/sendmail -G -i}"
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+export PATH
+SPAMSIFT_MAIL_ENV=/etc/spamsift/mail.env
+MARK=/usr/local/lib/spamsift/spamsift-mark
+EX_USAGE=64
 EX_TEMPFAIL=75
 
-if [ -z "${SPAMSIFT_API_KEY:-}" ] && [ -r "$SPAMSIFT_KEY_FILE" ]; then
-    SPAMSIFT_API_KEY=$(cat "$SPAMSIFT_KEY_FILE")
+SPAMSIFT_REINJECT_URL=smtp://127.0.0.1:10026
+SPAMSIFT_TIMEOUT=10
+# shellcheck disable=SC1090
+[ -r "$SPAMSIFT_MAIL_ENV" ] && . "$SPAMSIFT_MAIL_ENV"
+
+if [ $# -lt 2 ]; then
+    echo "usage: $0 SENDER RECIPIENT..." >&2
+    exit $EX_USAGE
 fi
-export SPAMSIFT_API_KEY
+sender="$1"
+shift
 
 umask 077
-message=$(mktemp "${TMPDIR:-/tmp}/spamsift-in.XXXXXX") || exit $EX_TEMPFAIL
-marked=$(mktemp "${TMPDIR:-/tmp}/spamsift-out.XXXXXX") || { rm -f "$message"; exit $EX_TEMPFAIL; }
-trap 'rm -f "$message" "$marked"' EXIT
+marked=$(mktemp "${TMPDIR:-/tmp}/spamsift-filter.XXXXXX") || exit $EX_TEMPFAIL
+trap 'rm -f "$marked" "$marked.error"' EXIT
 trap 'exit $EX_TEMPFAIL' HUP INT TERM
 
-cat > "$message" || exit $EX_TEMPFAIL
+"$MARK" > "$marked" || exit $EX_TEMPFAIL
 
-spamsift classify --url "$SPAMSIFT_URL" --add-header --exit-zero < "$message" > "$marked" \
-    || cp "$message" "$marked" || exit $EX_TEMPFAIL
-
-# shellcheck disable=SC2086  # SENDMAIL is a command with its options
-$SENDMAIL "$@" < "$marked" || exit $EX_TEMPFAIL
+# Arguments for curl: --mail-rcpt before each recipient (the null sender is MAIL FROM:<>).
+count=$#
+while [ "$count" -gt 0 ]; do
+    set -- "$@" --mail-rcpt "$1"
+    shift
+    count=$((count - 1))
+done
+curl --silent --show-error --max-time $((SPAMSIFT_TIMEOUT * 6)) --url "$SPAMSIFT_REINJECT_URL" \
+    --mail-from "$sender" "$@" --upload-file "$marked" 2> "$marked.error"
+status=$?
+if [ $status -ne 0 ]; then
+    logger -t spamsift -p mail.err \
+        "spamsift-filter: re-injection to $SPAMSIFT_REINJECT_URL failed, Postfix will retry: $(tr -c '[:print:]' ' ' < "$marked.error")"
+    exit $EX_TEMPFAIL
+fi
 exit 0
