@@ -9,6 +9,7 @@ bogofilter.py  import-bogofilter: a bogofilter wordlist dump into a model
 expire.py      expire: tokens beyond a maximum per model, old classification records
 evaluate.py    evaluate: train and test in memory on a labelled corpus
 keys.py        keys create|list|revoke: API keys
+mail_setup.py  check-mail-setup: the mail scripts' settings, key files and server, checked
 models.py      models list|create|show|set|delete, stats: model administration
 """
 
@@ -25,6 +26,7 @@ from app.cli.evaluate import add_evaluate_command
 from app.cli.expire import add_expire_command
 from app.cli.feedback import add_feedback_command
 from app.cli.keys import add_keys_commands
+from app.cli.mail_setup import add_check_mail_setup_command
 from app.cli.models import add_models_commands
 from app.cli.serve import add_serve_commands
 from app.cli.train import add_train_command
@@ -83,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_command(commands)
     add_classify_command(commands)
     add_feedback_command(commands)
+    add_check_mail_setup_command(commands)
     add_transfer_commands(commands)
     add_bogofilter_command(commands)
     add_keys_commands(commands)

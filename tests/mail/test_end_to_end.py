@@ -14,7 +14,6 @@ import re
 import shutil
 import smtplib
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,6 +27,7 @@ import pytest
 
 from tests.cli.conftest import SPAMSIFT, clean_environment, running_server
 from tests.cli.mailfiles import ham_bytes, spam_bytes
+from tests.mail.conftest import make_open_folder
 from tests.mail.contrib import Installed, install, user_group
 from tests.mail.servers import (
     FILTER_USER,
@@ -151,10 +151,7 @@ def mail_system(sqlite_template: Path) -> Iterator[MailSystem]:
     reason = missing_programs()
     if reason is not None:
         pytest.skip(reason)
-    # Not under pytest's temporary folder, which only root may enter: Postfix's and Dovecot's
-    # users must reach theirs.
-    folder = Path(tempfile.mkdtemp(prefix="spamsift-mail-"))
-    folder.chmod(0o755)
+    folder = make_open_folder()
     try:
         yield from _mail_system(folder, sqlite_template)
     finally:
