@@ -66,6 +66,7 @@ class Dovecot:
     imap_port: int
     lmtp_port: int
     log: Path
+    config: Path
     home: Path  # the test user's home; Maildir in home/Maildir
 
     def maildir(self, folder: str = "") -> Path:
@@ -155,7 +156,7 @@ service auth {{
     try:
         wait_for_port(imap_port, "dovecot imap", log)
         wait_for_port(lmtp_port, "dovecot lmtp", log)
-        yield Dovecot(imap_port, lmtp_port, log, home)
+        yield Dovecot(imap_port, lmtp_port, log, conf, home)
     finally:
         subprocess.run(["doveadm", "-c", str(conf), "stop"], capture_output=True, timeout=60)
 

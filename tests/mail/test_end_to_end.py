@@ -404,3 +404,42 @@ def test_moving_200_messages_to_junk_at_once(mail_system: MailSystem) -> None:
         sent = time.perf_counter() - began
         print(f"all {MOVED_AT_ONCE} reports trained {sent:.2f} s after the move")  # noqa: T201
         assert spool_empty(system.installed)
+
+
+def test_the_guides_checks_pass(mail_system: MailSystem) -> None:
+    """docs/mail-servers.md's "check it works" steps: `spamsift check-mail-setup`, then a
+    message sent with curl and its header read with doveadm."""
+    system = mail_system
+    check = subprocess.run(
+        [SPAMSIFT, "check-mail-setup", "--env-file", str(system.installed.env_file),
+         "--filter-user", FILTER_USER, "--report-user", MAIL_USER],
+        env={"PATH": "/usr/bin:/bin", "HOME": "/root"},
+        capture_output=True,
+        timeout=120,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stdout.decode() + check.stderr.decode()
+
+    message = system.dovecot.home.parent / "check.eml"
+    message.write_bytes(b"Subject: spamsift check\r\n\r\nHello, this is a test.\r\n")
+    sent = subprocess.run(
+        ["curl", "--silent", "--show-error", "--url",
+         f"smtp://127.0.0.1:{system.postfix.smtp_port}", "--mail-from", "postmaster@example.org",
+         "--mail-rcpt", "alice@dovecot.test", "--upload-file", str(message)],
+        capture_output=True,
+        timeout=120,
+    )  # fmt: skip
+    assert sent.returncode == 0, sent.stderr.decode()
+
+    def fetched() -> str:
+        completed = subprocess.run(
+            ["doveadm", "-c", str(system.dovecot.config), "fetch", "-u", "alice@dovecot.test",
+             "hdr", "mailbox", "INBOX", "subject", "spamsift check"],
+            capture_output=True,
+            timeout=60,
+        )  # fmt: skip
+        return completed.stdout.decode()
+
+    wait_for("delivered", lambda: "X-Spamsift-Verdict" in fetched(), system.postfix.log)
+    verdict = re.search(r"(?m)^X-Spamsift-Verdict: (\w+)", fetched())
+    assert verdict is not None
+    assert verdict[1] in ("ham", "unsure", "spam")
