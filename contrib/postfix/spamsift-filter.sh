@@ -39,7 +39,11 @@ marked=$(mktemp "${TMPDIR:-/tmp}/spamsift-filter.XXXXXX") || exit $EX_TEMPFAIL
 trap 'rm -f "$marked" "$marked.error"' EXIT
 trap 'exit $EX_TEMPFAIL' HUP INT TERM
 
-"$MARK" > "$marked" || exit $EX_TEMPFAIL
+# spamsift-mark exits 0 whatever spamsift does; anything else (missing, disk full) defers.
+if ! "$MARK" > "$marked"; then
+    logger -t spamsift -p mail.err "spamsift-filter: $MARK failed, Postfix will retry"
+    exit $EX_TEMPFAIL
+fi
 
 # Arguments for curl: --mail-rcpt before each recipient (the null sender is MAIL FROM:<>).
 count=$#

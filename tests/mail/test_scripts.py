@@ -23,6 +23,9 @@ from tests.cli.conftest import Cli
 from tests.cli.mailfiles import ham_bytes, spam_bytes
 from tests.mail.contrib import CONTRIB, Installed, install, pipe_environment
 
+pytestmark = pytest.mark.skipif(
+    shutil.which("curl") is None, reason="curl is not installed (Debian: apt-get install curl)"
+)
 DEAD_URL = "http://127.0.0.1:9"
 
 
