@@ -74,30 +74,49 @@ send() {
     esac
 }
 
+# The lock is held: say so in .drain.pid until it is let go.
+holding() {
+    echo $$ > "$SPAMSIFT_SPOOL/.drain.pid"
+    trap 'rm -rf "$work"; rm -f "$SPAMSIFT_SPOOL/.drain.pid"' EXIT
+}
+
 drain() {
     work=$(mktemp -d "${TMPDIR:-/tmp}/spamsift-feedback.XXXXXX") || exit 75
-    trap 'rm -rf "$work"; rm -f "$SPAMSIFT_SPOOL/.drain.pid"' EXIT
+    trap 'rm -rf "$work"' EXIT
     exec 9> "$SPAMSIFT_SPOOL/.drain.lock" || exit 75
-    # One drain at a time, named in .drain.pid while it runs. A report spooled while the
-    # drain finishes is seen by its look after removing the pid file, so none waits for the
-    # next report.
-    while flock -n 9; do
-        echo $$ > "$SPAMSIFT_SPOOL/.drain.pid"
+    # One drain at a time, named in .drain.pid while it holds the lock. A report spooled
+    # while the drain finishes is seen by its look after removing the pid file, so none
+    # waits for the next report.
+    if [ "$1" = background ]; then
+        flock -n 9 || exit 0
+        holding
+        # A second's pause, so that a move of many messages is spooled before sending
+        # starts: the move's own work, not the reports, has the CPU while the user waits.
+        sleep 1
+    else
+        # By hand or from cron: wait for a drain under way, then send what is left.
+        flock -w 600 9 || exit 75
+        holding
+    fi
+    while :; do
         for file in "$new"/*; do
             [ -e "$file" ] || break
             send "$file" || exit 0
             rm -f "$file"
         done
         rm -f "$SPAMSIFT_SPOOL/.drain.pid"
+        trap 'rm -rf "$work"' EXIT
         flock -u 9
         set -- "$new"/*
         [ -e "$1" ] || exit 0
+        flock -n 9 || exit 0
+        holding
     done
-    exit 0
 }
 
 case "${1:-}" in
     --drain) drain ;;
+    --background-drain) drain background ;;
     spam|ham) label="$1" ;;
     *) echo "usage: $0 spam|ham [IMAP-USER] < message, or $0 --drain" >&2; exit 64 ;;
 esac
@@ -116,8 +135,9 @@ if ! cat > "$SPAMSIFT_SPOOL/tmp/$name" || ! mv "$SPAMSIFT_SPOOL/tmp/$name" "$new
     exit 0  # the user's move goes through all the same
 fi
 # Start a drain unless one runs (shell builtins only: a move of 200 messages runs this 200
-# times). Detached, with no descriptor of Dovecot's: Dovecot waits for this script only.
+# times), at a lower priority than Dovecot. Detached, with no descriptor of Dovecot's:
+# Dovecot waits for this script only.
 if ! { read -r pid < "$SPAMSIFT_SPOOL/.drain.pid" && kill -0 "$pid"; } 2>/dev/null; then
-    setsid "$0" --drain < /dev/null > /dev/null 2>&1 &
+    setsid nice -n 10 "$0" --background-drain < /dev/null > /dev/null 2>&1 &
 fi
 exit 0
