@@ -211,7 +211,8 @@ def hash_raw(
 ) -> HashedTokens:
     """Tokenize a raw RFC 822 message into hashed tokens (app.text.hashed); never raise.
 
-    `token_core`: the core to run, by default the process's (app.text.core.active).
+    `token_core`: the core whose token loops and counter run, by default the process's
+    (app.text.core.active, which MIME parsing uses either way).
     """
     return _hashed(partial(_raw_into, raw=raw, limits=limits), limits, token_core)
 
