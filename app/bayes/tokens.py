@@ -21,16 +21,11 @@ token with 8-byte texts instead of 36. A model read from the database arrives as
 encoding each text again.
 
 Scoring takes an unknown token for a known one only if their 64-bit hashes are equal: about
-n / 2^64 per lookup (5e-14 for a million tokens). A token's hash is CPython's hash (SipHash
-keyed at random per process) of its UTF-8 bytes: for an ASCII text, nearly every token, that
-is the `hash()` cached on the str; any other is encoded first. Not the str's own `hash()`:
-CPython hashes a str's internal buffer, so "\u3066" (U+3066, held as the bytes 66 30) and "f0"
-(66 30) have equal `hash()` under any key; their UTF-8 bytes differ. So nobody can craft an
-equal pair from outside. The tokenizer emits the same hashes (app.text.hashed.token_hash), so
-scoring looks a message's tokens up by hash alone (`lookup_hashes`: one `searchsorted` per
-sorted array for a whole batch) without making their texts; the hashes of the collided texts
-are kept apart (a small sorted array), and only a token with one of those hashes is asked for
-its text.
+n / 2^64 per lookup (5e-14 for a million tokens). A token's hash is `app.token_hash` (keyed
+SipHash of its UTF-8 bytes), the one the tokenizer emits, so scoring looks a message's
+tokens up by hash alone (`lookup_hashes`: one `searchsorted` per sorted array for a whole
+batch) without making their texts; the hashes of the collided texts are kept apart (a small
+sorted array), and only a token with one of those hashes is asked for its text.
 (SpamAssassin's Bayes keeps only 40 bits of each token's SHA-1.) Writers look up with
 `exact=True`, which compares the texts too, so a new token is never counted under another's
 id.
@@ -44,6 +39,8 @@ from typing import Any, TypeVar, overload
 
 import numpy as np
 from numpy.typing import NDArray
+
+from app.token_hash import token_hashes
 
 IntArray = NDArray[np.int64]
 ScalarT = TypeVar("ScalarT", bound=np.generic)
@@ -300,8 +297,8 @@ class TokenIndex(Sequence[str]):
         """Return the ids of the tokens whose hashes are `hashes`, -1 for one the index does
         not know: `lookup` without a text per token, for scoring.
 
-        `hashes` must come from the index's hash function (`token_hashes`, which is the
-        tokenizer's `token_hash`). A token whose hash some other indexed text shares (the
+        `hashes` must come from the index's hash function (`token_hashes`, which the
+        tokenizer emits). A token whose hash some other indexed text shares (the
         collided ones: never, but for the hash function's chance collisions) is told apart
         by its text: `texts_at(positions)` gives the texts of the tokens at those positions
         of `hashes`, and is called only then, once.
@@ -567,16 +564,6 @@ def _inserted(
         return hashes, token_ids.astype(ids.dtype)
     at = np.searchsorted(sorted_hashes, hashes)
     return np.insert(sorted_hashes, at, hashes), np.insert(ids, at, token_ids)
-
-
-def token_hashes(texts: Sequence[str]) -> IntArray:
-    """The 64-bit hash of each text's UTF-8 bytes (see the module's doc)."""
-    hashes = np.fromiter(map(hash, texts), np.int64, len(texts))
-    ascii_ = np.fromiter(map(str.isascii, texts), np.bool_, len(texts))
-    if not ascii_.all():
-        other = np.flatnonzero(~ascii_)
-        hashes[other] = [hash(texts[i].encode(_ENCODING, _ERRORS)) for i in other.tolist()]
-    return hashes
 
 
 def _unpickled(

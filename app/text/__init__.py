@@ -6,19 +6,21 @@ Public interface: `tokenize_raw`, `tokenize_text`, `text_only`, `load_stop_words
 `app.text.defects`.
 """
 
-from app.text.hashed import HashedTokens, hash_raw, hash_text, token_digest, token_hash
+from app.text.hashed import HashedTokens, token_digest
 from app.text.limits import TokenizerLimits
 from app.text.mime import ParsedMessage, parse_message
 from app.text.stop_words import load_stop_words
 from app.text.tokenize import (
     TokenizedMessage,
     evidence_count,
+    hash_raw,
+    hash_text,
     text_only,
     token_lines,
-    tokenize,
     tokenize_raw,
     tokenize_text,
 )
+from app.token_hash import token_hash
 
 __all__ = [
     "HashedTokens",
@@ -34,7 +36,6 @@ __all__ = [
     "token_digest",
     "token_hash",
     "token_lines",
-    "tokenize",
     "tokenize_raw",
     "tokenize_text",
 ]

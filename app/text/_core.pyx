@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""The compiled token core: the hot loops of app.text.headers and app.text.words in Cython,
-and the hash path of app.text.hashed.
+"""The compiled token core: the hot loops of app.text.headers, words, pairs and counts in
+Cython, and the HashCounter the tokenizer pipeline (app.text.tokenize) counts into by hash.
 
 Each function here gives exactly the tokens of its pure-Python twin (the reference, kept as
 the fallback when this extension is not built): tests/text/test_core_parity.py and
@@ -8,11 +8,12 @@ tests/text/test_hash_parity.py prove it on every corpus message and with Hypothe
 saves is the interpreter, not the work: one typed pass over the `str` buffer instead of
 translate + split + filter + map, and a prefixed token ("subject:prize") built in one step
 instead of a word then a concatenation. The rare paths (URLs, e-mail domains, over-long
-words, RFC 2047, MIME) call the Python functions, so there is one definition of each.
+words, RFC 2047, MIME) call the Python functions, so there is one definition of each; so
+does the order of the families, the time budget and the caps (the pipeline, in Python).
 
 The token loops write into a sink: a list of `str` for the string functions (`text_tokens`,
-`header_tokens`, ...), or a `HashCounter` for `hash_raw` and `hash_text`, which count each
-distinct token by its 64-bit hash in a C table and make no `str` per word of an ASCII text.
+`header_tokens`, ...), or a `HashCounter`, which counts each distinct token by its 64-bit hash
+in a C table and makes no `str` per word of an ASCII text.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
@@ -53,17 +54,17 @@ import numpy as np
 
 from app.text import defects
 from app.text.headers import (
-    _ADDRESS_HEADERS,
-    _DENIED_WORD_HEADER_PREFIXES,
-    _DENIED_WORD_HEADERS,
-    _DOMAIN,
+    ADDRESS_DOMAIN,
+    ADDRESS_HEADERS,
+    DENIED_WORD_HEADER_PREFIXES,
+    DENIED_WORD_HEADERS,
     OWN_HEADER_PREFIX,
     HeaderBlock,
     decode_header_value,
 )
-from app.text.pairs import _SKIPPED_WORDS
-from app.text.words import _INVISIBLE, _URL, skip_token, url_tokens
-from app.text.words import normalize_text as _normalize_non_ascii
+from app.text.pairs import SKIPPED_WORDS
+from app.text.words import cut_urls, skip_token, url_tokens
+from app.text.words import normalize_text as _normalize_python
 
 cdef inline bint _ascii_alnum(Py_UCS4 c) noexcept:
     return (48 <= c <= 57) or (65 <= c <= 90) or (97 <= c <= 122)
@@ -169,7 +170,7 @@ cdef object _one_byte_word(
     return prefix + text[start:end] if prefix_length else text[start:end]
 
 # Where the token loops put what they find, so that the rules of what a token is are written
-# once for both paths: a `_TokenList` (the string functions) or a `HashCounter` (hash_raw).
+# once for both paths: a `_TokenList` (the string functions) or a `HashCounter`.
 cdef class _Sink:
     cdef int word(self, str text, Py_ssize_t start, Py_ssize_t end, str prefix) except -1:
         """A word or CJK token: prefix + text[start:end]."""
@@ -349,11 +350,10 @@ cdef list _email_domains(str text):
 
 
 cdef str _normalize_text(str text):
-    """words.normalize_text, its ASCII case without a Python call."""
-    if not text.isascii():
-        return _normalize_non_ascii(text)
-    if "\x00" in text or "\x1b" in text:
-        text = _INVISIBLE.sub("", text)
+    """words.normalize_text, its common case (ASCII, no control character to remove) without
+    a Python call."""
+    if not text.isascii() or "\x00" in text or "\x1b" in text:
+        return _normalize_python(text)
     return text.casefold()
 
 
@@ -371,12 +371,10 @@ cdef int _text_tokens(str text, int max_chars, str prefix, _Sink sink) except -1
     """words.text_tokens: URL tokens, `email:domain`, then words."""
     cdef list urls
     if "://" in text or "www." in text:
-        urls = _URL.findall(text)
-        if urls:
-            text = _URL.sub(" ", text)
-            for url in urls:
-                for token in url_tokens(url, max_chars):
-                    sink.token(prefix + token)
+        text, urls = cut_urls(text)
+        for url in urls:
+            for token in url_tokens(url, max_chars):
+                sink.token(prefix + token)
     if "@" in text:
         for domain in _email_domains(text):
             sink.token(f"{prefix}email:{domain[:max_chars]}")
@@ -413,9 +411,9 @@ cdef int _header_tokens(headers, int max_chars, _Sink sink) except -1:
         if name not in seen_names and len(name) <= max_chars:
             seen_names.add(name)
             sink.token("header:" + name)
-        if name in _ADDRESS_HEADERS:
+        if name in ADDRESS_HEADERS:
             normalized = _normalize_text(value)
-            for domain in _DOMAIN.findall(normalized):
+            for domain in ADDRESS_DOMAIN.findall(normalized):
                 sink.token(f"{name}:{domain[:max_chars]}")
             if name == "from":
                 display = " ".join(
@@ -423,8 +421,8 @@ cdef int _header_tokens(headers, int max_chars, _Sink sink) except -1:
                 )
                 _word_tokens(display, max_chars, "from:word:", sink)
         elif (
-            not name.startswith(_DENIED_WORD_HEADER_PREFIXES)
-            and name not in _DENIED_WORD_HEADERS
+            not name.startswith(DENIED_WORD_HEADER_PREFIXES)
+            and name not in DENIED_WORD_HEADERS
             and len(name) <= max_chars
         ):
             _text_tokens(_normalize_text(value), max_chars, name + ":", sink)
@@ -585,7 +583,7 @@ def content_fields(fields) -> tuple:
     return content_type, disposition, transfer_encoding
 
 
-cdef frozenset _skipped_words = _SKIPPED_WORDS
+cdef frozenset _skipped_words = SKIPPED_WORDS
 
 
 def pair_tokens(list tokens, int max_token_chars) -> list:
@@ -1087,11 +1085,34 @@ cdef class HashCounter(_Sink):
         self.add(<const uint8_t *>data, size)
         return 0
 
-    cdef int tokens(self, list tokens) except -1:
+    # What the pipeline (app.text.tokenize) calls, as on its string sink.
+
+    def extend(self, list tokens):
+        """Count tokens made whole in Python (part, link and shape tokens)."""
         cdef str token
         for token in tokens:
             self.token(token)
-        return 0
+
+    def header_tokens(self, headers, limits):
+        """Count headers.header_tokens."""
+        _header_tokens(headers, limits.max_token_chars, self)
+
+    def body_text(self, str text, int max_chars):
+        """Count a normalised body text's words.text_tokens, then its word pairs."""
+        self.pairing = True
+        try:
+            _text_tokens(text, max_chars, "", self)
+        finally:
+            self.pairing = False
+        self.pairs(max_chars)
+
+    def hidden_text(self, str text, int max_chars):
+        """Count a normalised hidden text's words, prefixed `hidden:`."""
+        _word_tokens(text, max_chars, "hidden:", self)
+
+    def release(self):
+        """Done with this message: the thread's next one may reuse the counter."""
+        _release(self)
 
     cdef int digits(self, str prefix, Py_ssize_t length) except -1:
         cdef Py_ssize_t prefix_length, size, k
@@ -1133,10 +1154,9 @@ cdef class HashCounter(_Sink):
         self.n_pair_words = 0
         return 0
 
-    cdef tuple result(self, Py_ssize_t max_distinct):
-        """(hashes, counts, digest, texts, offsets, truncated) of the first `max_distinct`
-        distinct tokens: `texts` their UTF-8 bytes back to back, token i at
-        texts[offsets[i]:offsets[i + 1]]."""
+    def result(self, Py_ssize_t max_distinct):
+        """(hashes, counts, digest, texts, truncated) of the first `max_distinct` distinct
+        tokens, `texts` a function that makes their `str`s (from a copy of their bytes)."""
         cdef Py_ssize_t n = min(self.n_entries, max_distinct), i
         cdef Py_ssize_t size = self.arena_size if n == self.n_entries else self.entries[n].offset
         hashes = np.empty(n, dtype=np.int64)
@@ -1151,7 +1171,13 @@ cdef class HashCounter(_Sink):
             offset_view[i] = self.entries[i].offset
         offset_view[n] = size
         texts = PyBytes_FromStringAndSize(<char *>self.arena, size)
-        return hashes, counts, self.digest(n), texts, offsets, self.n_entries > max_distinct
+        return (
+            hashes,
+            counts,
+            self.digest(n),
+            partial(decode_tokens, texts, offsets),
+            self.n_entries > max_distinct,
+        )
 
     cdef str digest(self, Py_ssize_t n):
         """token_digest of the first n entries: sha256 of counts.token_lines' bytes, the
@@ -1200,7 +1226,7 @@ def decode_tokens(bytes texts, offsets) -> list:
     ]
 
 
-# The words pairs skip (pairs._SKIPPED_WORDS) as UTF-8 in a small C table, found by FNV-1a.
+# The words pairs skip (pairs.SKIPPED_WORDS) as UTF-8 in a small C table, found by FNV-1a.
 cdef enum:
     _SKIPPED_SLOTS = 2048  # a power of two, over twice the words
 
@@ -1243,7 +1269,7 @@ cdef int _load_skipped_words(words) except -1:
     return 0
 
 
-_load_skipped_words(_SKIPPED_WORDS)
+_load_skipped_words(SKIPPED_WORDS)
 
 
 cdef inline bint _is_skipped_word(const uint8_t *data, Py_ssize_t length) noexcept:
@@ -1294,109 +1320,6 @@ cdef void _release(HashCounter counter) noexcept:
         _threads.counter = None
 
 
-# What the hash path calls in the rest of the text room, imported on first use: those
-# modules import app.text.core, which imports this extension.
-cdef object _parse_message = None
-cdef object _part_tokens, _link_tokens, _cap_text, _utf8_size, _shape_of, _HashedTokens
-
-
-cdef int _import_text_room() except -1:
-    global _parse_message, _part_tokens, _link_tokens, _cap_text, _utf8_size, _shape_of
-    global _HashedTokens
-    if _parse_message is not None:
-        return 0
-    from app.text.hashed import HashedTokens
-    from app.text.shape import shape_of
-    from app.text.tokenize import _utf8_size as utf8_size
-    from app.text.tokenize import cap_text, link_tokens, part_tokens
-    from app.text.mime import parse_message
-
-    _part_tokens, _link_tokens, _cap_text, _utf8_size = part_tokens, link_tokens, cap_text, utf8_size
-    _shape_of, _HashedTokens = shape_of, HashedTokens
-    _parse_message = parse_message
-    return 0
-
-
-cdef int _body_texts(HashCounter counter, texts, limits, set found) except -1:
-    """tokenize.body_tokens: each text's tokens then its word pairs; the time budget checked
-    before each text."""
-    cdef int max_chars = limits.max_token_chars
-    for text in texts:
-        if limits.out_of_time(found):
-            break
-        counter.pairing = True
-        try:
-            _text_tokens(_normalize_text(text), max_chars, "", counter)
-        finally:
-            counter.pairing = False
-        counter.pairs(max_chars)
-    return 0
-
-
-cdef int _message_tokens(HashCounter counter, message, limits, set found) except -1:
-    """tokenize.tokenize: the time budget checked where it checks it."""
-    cdef int max_chars = limits.max_token_chars
-    if limits.out_of_time(found):
-        return 0
-    _header_tokens(message.headers, max_chars, counter)
-    counter.tokens(_part_tokens(message))
-    _body_texts(counter, message.texts, limits, found)
-    if limits.out_of_time(found):
-        return 0
-    counter.tokens(_link_tokens(message.links, limits))
-    for text in message.hidden_texts:  # tokenize.hidden_tokens
-        if limits.out_of_time(found):
-            break
-        _word_tokens(_normalize_text(text), max_chars, "hidden:", counter)
-    return 0
-
-
-cdef object _hashed(HashCounter counter, limits, set found):
-    """tokenize.count_tokens, by hash: the first max_distinct_tokens distinct tokens."""
-    hashes, counts, digest, texts, offsets, truncated = counter.result(
-        limits.max_distinct_tokens
-    )
-    if truncated:
-        found.add(defects.TRUNCATED)
-    return _HashedTokens(
-        hashes=hashes,
-        counts=counts,
-        digest=digest,
-        defects=tuple(sorted(found)),
-        texts=partial(decode_tokens, texts, offsets),
-    )
-
-
-def hash_raw(raw, limits):
-    """hashed.hash_raw: tokenize_raw's tokens by hash, with their digest; never raise."""
-    _import_text_room()
-    message = _parse_message(raw, limits=limits)
-    cdef set found = message.defects
-    cdef HashCounter counter = _counter()
-    try:
-        _message_tokens(counter, message, limits, found)
-        # tokenize_raw: shape only beside other evidence, and not past the deadline.
-        if counter.emitted and defects.TIME_BUDGET not in found:
-            counter.tokens(
-                _shape_of(
-                    sum(map(_utf8_size, message.texts)), counter.url_tokens, message.part_types
-                )
-            )
-        return _hashed(counter, limits, found)
-    finally:
-        _release(counter)
-
-
-def hash_text(text, limits):
-    """hashed.hash_text: tokenize_text's tokens by hash, with their digest; never raise."""
-    _import_text_room()
-    cdef set found = set()
-    text = _cap_text(text, limits.max_scan_bytes, found)
-    cdef HashCounter counter = _counter()
-    try:
-        _body_texts(counter, [text], limits, found)
-        if counter.emitted and defects.TIME_BUDGET not in found:  # as tokenize_text
-            counter.tokens(_shape_of(_utf8_size(text), counter.url_tokens, None))
-        return _hashed(counter, limits, found)
-    finally:
-        _release(counter)
+def hash_counter():
+    """This thread's HashCounter, emptied; `release` it after the message."""
+    return _counter()

@@ -9,21 +9,50 @@ process (`use_core`, from the SPAMSIFT_TOKENIZER setting) and never per message.
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
 
 from app.text import counts, headers, pairs, words
 from app.text.limits import TokenizerLimits
 
-if TYPE_CHECKING:
-    from app.text.hashed import HashedTokens
-
 CoreChoice = Literal["auto", "python", "compiled"]
+
+
+class TokenSink(Protocol):
+    """Where the tokenizer pipeline (app.text.tokenize) puts a message's tokens, family by
+    family: a `TokenList` of `str`, or the compiled core's HashCounter. `emitted` counts the
+    tokens put so far, `url_tokens` those of them starting with `url:`."""
+
+    @property
+    def emitted(self) -> int: ...
+    @property
+    def url_tokens(self) -> int: ...
+    def extend(self, tokens: list[str]) -> None: ...  # tokens made whole in Python
+    def header_tokens(
+        self, headers: Sequence[tuple[str, str]], limits: TokenizerLimits
+    ) -> None: ...
+    def body_text(self, text: str, max_chars: int) -> None: ...  # text tokens, then pairs
+    def hidden_text(self, text: str, max_chars: int) -> None: ...  # words, `hidden:` before
+
+
+class HashCounter(TokenSink, Protocol):
+    """A sink that counts each distinct token by its hash (app.token_hash) as it is put."""
+
+    def result(
+        self, max_distinct: int
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64], str, Callable[[], list[str]], bool]:
+        """Hashes, counts, digest and texts of the first `max_distinct` distinct tokens, in
+        first-emission order, and whether there were more."""
+
+    def release(self) -> None: ...  # done with the message: the thread may reuse the counter
 
 
 @dataclass(frozen=True)
 class TokenCore:
-    """The hot functions of one implementation, named as in app.text.headers, words, pairs,
-    counts and hashed."""
+    """The hot functions of one implementation, named as in app.text.headers, words, pairs
+    and counts, and the compiled core's HashCounter."""
 
     name: Literal["python", "compiled"]
     split_header_block: Callable[[str, TokenizerLimits], headers.HeaderBlock]
@@ -37,22 +66,9 @@ class TokenCore:
     pair_tokens: Callable[[list[str], int], list[str]]
     count_prefixed: Callable[[Iterable[str], str | tuple[str, ...]], int]
     token_lines: Callable[[dict[str, int]], bytes]
-    hash_raw: Callable[[str | bytes, TokenizerLimits], "HashedTokens"]
-    hash_text: Callable[[str, TokenizerLimits], "HashedTokens"]
-
-
-# The hash path's reference is the string tokenizer, whose modules import this one: imported
-# when first called.
-def _python_hash_raw(raw: str | bytes, limits: TokenizerLimits) -> "HashedTokens":
-    from app.text import hashed
-
-    return hashed.reference_hash_raw(raw, limits)
-
-
-def _python_hash_text(text: str, limits: TokenizerLimits) -> "HashedTokens":
-    from app.text import hashed
-
-    return hashed.reference_hash_text(text, limits)
+    # This thread's counter, emptied; None in the Python core, whose hash path is the
+    # reference: the string tokens, each hashed (tokenize.hash_raw).
+    hash_counter: Callable[[], HashCounter] | None
 
 
 PYTHON = TokenCore(
@@ -66,8 +82,7 @@ PYTHON = TokenCore(
     pair_tokens=pairs.pair_tokens,
     count_prefixed=counts.count_prefixed,
     token_lines=counts.token_lines,
-    hash_raw=_python_hash_raw,
-    hash_text=_python_hash_text,
+    hash_counter=None,
 )
 
 

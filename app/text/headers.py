@@ -164,7 +164,7 @@ def content_fields(fields: Sequence[tuple[str, str]]) -> tuple[str | None, str |
 
 
 # Headers whose addresses give domain tokens ("from:example.org").
-_ADDRESS_HEADERS = frozenset(
+ADDRESS_HEADERS = frozenset(
     {"from", "to", "cc", "reply-to", "sender", "return-path", "errors-to", "delivered-to"}
 )
 # Every other header's words are evidence ("subject:prize", "received:relay", "date:tue",
@@ -177,11 +177,11 @@ _ADDRESS_HEADERS = frozenset(
 # words per message: correlated evidence that Robinson-Fisher counts as independent. Their
 # names still count ("header:list-post"). Only spamassassin has headers worth measuring (the
 # others are judged text-only), so this list rests on one corpus.
-_DENIED_WORD_HEADER_PREFIXES = ("list-", "x-")
+DENIED_WORD_HEADER_PREFIXES = ("list-", "x-")
 # Header names spelled like the tokenizer's own prefixes would give tokens that collide with
 # another family's ("header:x" from a "Header: x" field, "digits:4" from "Digits: 4"), or set
 # the tokens spamsift derives itself (word pairs, the message's shape: "size:1" from "Size: 1").
-_DENIED_WORD_HEADERS = frozenset(
+DENIED_WORD_HEADERS = frozenset(
     {
         "header",
         "url",
@@ -198,7 +198,7 @@ _DENIED_WORD_HEADERS = frozenset(
         "html",
     }
 )
-_DOMAIN = re.compile(r"@\[?([a-z0-9][a-z0-9-]{0,62}(?:\.[a-z0-9-]{1,63}){0,8})")
+ADDRESS_DOMAIN = re.compile(r"@\[?([a-z0-9][a-z0-9-]{0,62}(?:\.[a-z0-9-]{1,63}){0,8})")
 
 
 # spamsift's own marks (`spamsift classify --add-header`): a marked message must be the same
@@ -218,17 +218,17 @@ def header_tokens(headers: Sequence[tuple[str, str]], limits: TokenizerLimits) -
         if name not in seen_names and len(name) <= max_chars:
             seen_names.add(name)
             tokens.append(f"header:{name}")
-        if name in _ADDRESS_HEADERS:
+        if name in ADDRESS_HEADERS:
             normalized = normalize_text(value)
-            for domain in _DOMAIN.findall(normalized):
+            for domain in ADDRESS_DOMAIN.findall(normalized):
                 tokens.append(f"{name}:{domain[:max_chars]}")
             if name == "from":
                 # Display-name words; the address itself already gave its domain.
                 display = " ".join(p for p in normalized.partition("<")[0].split() if "@" not in p)
                 tokens.extend(map("from:word:".__add__, word_tokens(display, max_chars)))
         elif (
-            not name.startswith(_DENIED_WORD_HEADER_PREFIXES)
-            and name not in _DENIED_WORD_HEADERS
+            not name.startswith(DENIED_WORD_HEADER_PREFIXES)
+            and name not in DENIED_WORD_HEADERS
             and len(name) <= max_chars
         ):
             normalized = normalize_text(value)

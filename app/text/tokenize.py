@@ -1,7 +1,11 @@
-"""Message -> token counts: the public entry points of the text room.
+"""Message -> token counts: the public entry points of the text room, and its one pipeline.
 
-Tokens come from small functions, one per kind of evidence, as in the SpamBayes tokenizer;
-each returns a list (cheaper than generators chained five deep).
+Tokens come from small functions, one per kind of evidence (family), as in the SpamBayes
+tokenizer. The pipeline here says once, for every core, which families a message gives, in
+which order, where the time budget is checked and where the caps apply; it puts the tokens
+into a sink (app.text.core.TokenSink): a `TokenList` of `str` (`tokenize_raw`), or the
+compiled core's HashCounter, which counts them by hash (`hash_raw`). The compiled core
+provides only the loops inside a family and that counter.
 Body words are emitted bare ("viagra") and every other token carries a prefix
 ("subject:viagra", "url:example.org"), so a model's stop-word set, which the naive Bayes
 vocabulary applies to token text, can only ever drop body words.
@@ -9,14 +13,17 @@ vocabulary applies to token text, can only ever drop body words.
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from itertools import islice
 
 from app.text import core, defects
+from app.text.core import TokenCore, TokenSink
+from app.text.hashed import HashedTokens
 from app.text.limits import DEFAULT_LIMITS, TokenizerLimits
 from app.text.mime import ParsedMessage, parse_message
-from app.text.shape import shape_tokens
+from app.text.shape import shape_of
 from app.text.words import normalize_text, url_tokens
 
 _MIME_TYPE = re.compile(r"[a-z0-9!#$&^_.+-]{1,40}/[a-z0-9!#$&^_.+-]{1,60}")
@@ -29,6 +36,45 @@ class TokenizedMessage:
 
     token_counts: dict[str, int]  # token -> occurrences; insertion order = first emission
     defects: tuple[str, ...]  # sorted unique codes from app.text.defects
+
+
+class TokenList:
+    """The string sink: a message's tokens as `str` in emission order, made by one core's
+    string functions."""
+
+    def __init__(self, token_core: TokenCore) -> None:
+        self.core = token_core
+        self.tokens: list[str] = []
+
+    @property
+    def emitted(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def url_tokens(self) -> int:
+        return self.core.count_prefixed(self.tokens, "url:")  # compiled: no call per token
+
+    def extend(self, tokens: list[str]) -> None:
+        self.tokens += tokens
+
+    def header_tokens(self, headers: Sequence[tuple[str, str]], limits: TokenizerLimits) -> None:
+        self.tokens += self.core.header_tokens(headers, limits)
+
+    def body_text(self, text: str, max_chars: int) -> None:
+        found = self.core.text_tokens(text, max_chars)
+        self.tokens += found
+        self.tokens += self.core.pair_tokens(found, max_chars)
+
+    def hidden_text(self, text: str, max_chars: int) -> None:
+        self.tokens += map("hidden:".__add__, self.core.word_tokens(text, max_chars))
+
+    def counts(self, max_distinct: int) -> tuple[dict[str, int], bool]:
+        """The first `max_distinct` distinct tokens with their counts, in first-emission
+        order, and whether there were more (as HashCounter.result)."""
+        counts = Counter(self.tokens)  # keeps first-emission order; counts in C
+        if len(counts) <= max_distinct:
+            return dict(counts), False
+        return dict(islice(counts.items(), max_distinct)), True
 
 
 def part_tokens(message: ParsedMessage) -> list[str]:
@@ -47,29 +93,6 @@ def part_tokens(message: ParsedMessage) -> list[str]:
     return tokens
 
 
-def body_tokens(
-    texts: Iterable[str], limits: TokenizerLimits, found: set[str] | None = None
-) -> list[str]:
-    """Return the words, `url:host` and `email:domain` tokens of decoded body texts.
-
-    Before each text the time budget is checked; once it has run out the rest is skipped and
-    TIME_BUDGET noted in `found`.
-    """
-    tokens: list[str] = []
-    chars = limits.max_token_chars
-    for text in texts:
-        if limits.out_of_time(found if found is not None else set()):
-            break
-        tokens.extend(with_pairs(core.active().text_tokens(normalize_text(text), chars), chars))
-    return tokens
-
-
-def with_pairs(tokens: list[str], max_token_chars: int) -> list[str]:
-    """Return `tokens` followed by their word pairs (app.text.pairs)."""
-    tokens.extend(core.active().pair_tokens(tokens, max_token_chars))
-    return tokens
-
-
 def link_tokens(links: Iterable[str], limits: TokenizerLimits) -> list[str]:
     """Return URL tokens for HTML link and image targets, `email:domain` for mailto links."""
     tokens: list[str] = []
@@ -81,43 +104,6 @@ def link_tokens(links: Iterable[str], limits: TokenizerLimits) -> list[str]:
             match = _MAILTO_DOMAIN.match(target)
             if match:
                 tokens.append(f"email:{match.group(1)[: limits.max_token_chars]}")
-    return tokens
-
-
-def tokenize(message: ParsedMessage, *, limits: TokenizerLimits) -> list[str]:
-    """Return every token of a parsed message, headers first, in a deterministic order.
-
-    The time budget is checked before the headers, before each text and before the links.
-    """
-    if limits.out_of_time(message.defects):
-        return []
-    tokens = core.active().header_tokens(message.headers, limits)
-    tokens += part_tokens(message)
-    tokens += body_tokens(message.texts, limits, message.defects)
-    if limits.out_of_time(message.defects):
-        return tokens
-    tokens += link_tokens(message.links, limits)
-    tokens += hidden_tokens(message.hidden_texts, limits, message.defects)
-    return tokens
-
-
-def hidden_tokens(texts: Iterable[str], limits: TokenizerLimits, found: set[str]) -> list[str]:
-    """Return `hidden:word` for the words of HTML styles, scripts and comments.
-
-    What a reader never sees is still evidence: spam hides words in comments to poison word
-    counts, and its CSS differs from a mail client's. Prefixed, so that it never counts as a
-    visible word.
-    """
-    tokens: list[str] = []
-    for text in texts:
-        if limits.out_of_time(found):
-            break
-        tokens.extend(
-            map(
-                "hidden:".__add__,
-                core.active().word_tokens(normalize_text(text), limits.max_token_chars),
-            )
-        )
     return tokens
 
 
@@ -139,29 +125,137 @@ def token_lines(token_counts: dict[str, int]) -> bytes:
     return core.active().token_lines(token_counts)
 
 
-def count_tokens(
-    tokens: Iterable[str], found: set[str], limits: TokenizerLimits
-) -> TokenizedMessage:
-    """Count tokens, keeping the first max_distinct_tokens distinct ones (ROBUSTNESS I29)."""
-    counts = Counter(tokens)  # keeps first-emission order; counts in C
-    if len(counts) > limits.max_distinct_tokens:
-        found.add(defects.TRUNCATED)
-        counts = Counter(dict(islice(counts.items(), limits.max_distinct_tokens)))
-    return TokenizedMessage(token_counts=dict(counts), defects=tuple(sorted(found)))
+# The pipeline: the token families, their order, the time budget and the caps, written once
+# for every core and sink.
+
+
+def _message_into(sink: TokenSink, message: ParsedMessage, limits: TokenizerLimits) -> None:
+    """Put a parsed message's tokens into `sink`, family by family.
+
+    The time budget is checked before the headers, before each text, before the links and
+    before each hidden text; once it has run out the rest is skipped.
+    """
+    found = message.defects
+    if limits.out_of_time(found):
+        return
+    sink.header_tokens(message.headers, limits)
+    sink.extend(part_tokens(message))
+    _texts_into(sink, message.texts, limits, found)
+    if limits.out_of_time(found):
+        return
+    sink.extend(link_tokens(message.links, limits))
+    # What a reader never sees is still evidence: spam hides words in comments to poison
+    # word counts, and its CSS differs from a mail client's. Prefixed `hidden:`, so that it
+    # never counts as a visible word.
+    for text in message.hidden_texts:
+        if limits.out_of_time(found):
+            break
+        sink.hidden_text(normalize_text(text), limits.max_token_chars)
+
+
+def _texts_into(
+    sink: TokenSink, texts: Iterable[str], limits: TokenizerLimits, found: set[str]
+) -> None:
+    """Put the words, `url:host`, `email:domain` and word pairs of body texts."""
+    for text in texts:
+        if limits.out_of_time(found):
+            break
+        sink.body_text(normalize_text(text), limits.max_token_chars)
+
+
+def _shape_into(
+    sink: TokenSink, size: Callable[[], int], part_types: list[str] | None, found: set[str]
+) -> None:
+    """Put the shape tokens (app.text.shape), only beside other evidence: an empty message
+    stays empty (and is refused for training); past the deadline, nothing more."""
+    if sink.emitted and defects.TIME_BUDGET not in found:
+        sink.extend(shape_of(size(), sink.url_tokens, part_types))
+
+
+def _raw_into(sink: TokenSink, raw: str | bytes, limits: TokenizerLimits) -> set[str]:
+    """Put a raw message's tokens into `sink`; return its defects so far."""
+    message = parse_message(raw, limits=limits)
+    _message_into(sink, message, limits)
+    # The size of the visible text, not of the raw message: headers (spamsift's own marks,
+    # relays) and encodings do not change it, and a text gets the same measure.
+    _shape_into(
+        sink, lambda: sum(map(_utf8_size, message.texts)), message.part_types, message.defects
+    )
+    return message.defects
+
+
+def _text_into(sink: TokenSink, text: str, limits: TokenizerLimits) -> set[str]:
+    """Put a plain text's tokens (body tokens only) into `sink`; return its defects."""
+    found: set[str] = set()
+    text = cap_text(text, limits.max_scan_bytes, found)
+    _texts_into(sink, [text], limits, found)
+    _shape_into(sink, lambda: _utf8_size(text), None, found)
+    return found
 
 
 def tokenize_raw(raw: str | bytes, *, limits: TokenizerLimits = DEFAULT_LIMITS) -> TokenizedMessage:
     """Tokenize a raw RFC 822 message (bytes, or a str already decoded); never raise."""
-    message = parse_message(raw, limits=limits)
-    tokens = tokenize(message, limits=limits)
-    # Shape only beside other evidence: an empty message stays empty (and is refused for
-    # training); past the deadline, nothing more.
-    if tokens and defects.TIME_BUDGET not in message.defects:
-        # the size of the visible text, not of the raw message: headers (spamsift's own marks,
-        # relays) and encodings do not change it, and a text gets the same measure
-        size = sum(map(_utf8_size, message.texts))
-        tokens += shape_tokens(size, tokens, message.part_types)
-    return count_tokens(tokens, message.defects, limits)
+    return _tokenized(partial(_raw_into, raw=raw, limits=limits), limits, core.active())
+
+
+def tokenize_text(text: str, *, limits: TokenizerLimits = DEFAULT_LIMITS) -> TokenizedMessage:
+    """Tokenize plain text (an SMS, a pasted body): body tokens only; never raise."""
+    return _tokenized(partial(_text_into, text=text, limits=limits), limits, core.active())
+
+
+def hash_raw(
+    raw: str | bytes,
+    *,
+    limits: TokenizerLimits = DEFAULT_LIMITS,
+    token_core: TokenCore | None = None,
+) -> HashedTokens:
+    """Tokenize a raw RFC 822 message into hashed tokens (app.text.hashed); never raise.
+
+    `token_core`: the core whose token loops and counter run, by default the process's
+    (app.text.core.active, which MIME parsing uses either way).
+    """
+    return _hashed(partial(_raw_into, raw=raw, limits=limits), limits, token_core)
+
+
+def hash_text(
+    text: str, *, limits: TokenizerLimits = DEFAULT_LIMITS, token_core: TokenCore | None = None
+) -> HashedTokens:
+    """Tokenize plain text into hashed tokens; never raise."""
+    return _hashed(partial(_text_into, text=text, limits=limits), limits, token_core)
+
+
+def _hashed(
+    into: Callable[[TokenSink], set[str]], limits: TokenizerLimits, token_core: TokenCore | None
+) -> HashedTokens:
+    token_core = token_core or core.active()
+    if token_core.hash_counter is None:  # the reference: the string tokens, each hashed
+        tokenized = _tokenized(into, limits, token_core)
+        return HashedTokens.of(tokenized.token_counts, tokenized.defects)
+    counter = token_core.hash_counter()
+    try:
+        found = into(counter)
+        hashes, counts, digest, texts, truncated = counter.result(limits.max_distinct_tokens)
+    finally:
+        counter.release()
+    return HashedTokens(
+        hashes=hashes, counts=counts, digest=digest, defects=_defects(found, truncated), texts=texts
+    )
+
+
+def _tokenized(
+    into: Callable[[TokenSink], set[str]], limits: TokenizerLimits, token_core: TokenCore
+) -> TokenizedMessage:
+    sink = TokenList(token_core)
+    found = into(sink)
+    token_counts, truncated = sink.counts(limits.max_distinct_tokens)
+    return TokenizedMessage(token_counts=token_counts, defects=_defects(found, truncated))
+
+
+def _defects(found: set[str], truncated: bool) -> tuple[str, ...]:
+    """The cap on distinct tokens keeps the first ones in emission order; say so if it cut."""
+    if truncated:
+        found.add(defects.TRUNCATED)
+    return tuple(sorted(found))
 
 
 def _utf8_size(raw: str | bytes) -> int:
@@ -179,16 +273,6 @@ def cap_text(text: str, max_bytes: int, found: set[str]) -> str:
         return text
     found.add(defects.TRUNCATED)
     return encoded[:max_bytes].decode("utf-8", "ignore")
-
-
-def tokenize_text(text: str, *, limits: TokenizerLimits = DEFAULT_LIMITS) -> TokenizedMessage:
-    """Tokenize plain text (an SMS, a pasted body): body tokens only; never raise."""
-    found: set[str] = set()
-    text = cap_text(text, limits.max_scan_bytes, found)
-    tokens = body_tokens([text], limits, found)
-    if tokens and defects.TIME_BUDGET not in found:  # as in tokenize_raw
-        tokens += shape_tokens(_utf8_size(text), tokens, None)
-    return count_tokens(tokens, found, limits)
 
 
 def text_only(raw: str | bytes) -> str:

@@ -186,6 +186,12 @@ def email_domains(text: str) -> list[str]:
     ]
 
 
+def cut_urls(text: str) -> tuple[str, list[str]]:
+    """Return `text` with each URL replaced by a blank, and the URLs in order."""
+    urls = _URL.findall(text)
+    return (_URL.sub(" ", text) if urls else text), urls
+
+
 def text_tokens(text: str, max_token_chars: int) -> list[str]:
     """Return the tokens of a normalised text: URL tokens, `email:domain`, then words.
 
@@ -193,13 +199,7 @@ def text_tokens(text: str, max_token_chars: int) -> list[str]:
     """
     tokens: list[str] = []
     if "://" in text or "www." in text:
-        urls: list[str] = []
-
-        def cut_url(match: re.Match[str]) -> str:
-            urls.append(match.group())
-            return " "
-
-        text = _URL.sub(cut_url, text)
+        text, urls = cut_urls(text)
         for url in urls:
             tokens.extend(url_tokens(url, max_token_chars))
     if "@" in text:
