@@ -228,6 +228,21 @@ def any_key() -> Any:
     return Depends(authenticate)
 
 
+def request_key(request: Request) -> ApiKey | None:
+    """The key the request was authenticated with (None in development mode)."""
+    key: ApiKey | None = getattr(request.state, "api_key", None)
+    return key
+
+
+def may_read(request: Request) -> Callable[[str], bool]:
+    """Which models the request's key may read, by name: a model outside its reach is, to
+    it, a model that does not exist (app/service/models.py `MayRead`)."""
+    key = request_key(request)
+    if key is None or key.models is None:
+        return lambda _: True
+    return key.may_use
+
+
 def requires(scope: Scope, *, model_query: bool = False) -> Any:
     """A route dependency: the request needs a key with `scope` for its model, taken from the
     path's `{name}` or, with `model_query`, from `?model=` (default `default`)."""
