@@ -138,6 +138,23 @@ class Settings(BaseSettings):
         description="classification records a process buffers while the database is down",
     )
 
+    # --- Tenants: what one API key (one tenant) may cost the others (docs/security.md) ---
+    # New tokens one train, batch or feedback request may add to a model; more: 413, nothing
+    # written. A model's vocabulary is also bounded at write time by twice
+    # max_tokens_per_model (when that is set): expiry brings it back every 5 minutes.
+    max_new_tokens_per_request: int = Field(
+        default=500_000,
+        ge=0,
+        description="new tokens one training request may add to a model (0: no bound)",
+    )
+    # Requests one API key may have in progress in one process; more: 429 with Retry-After.
+    # Admin keys and development mode are not limited.
+    max_requests_per_key: int = Field(
+        default=16,
+        ge=0,
+        description="requests one non-admin API key may have in progress per process (0: no limit)",
+    )
+
     # The compiled token core where it is built (auto), or the pure-Python reference forced
     # (python); compiled refuses to start where the extension is not built.
     tokenizer: CoreChoice = Field(

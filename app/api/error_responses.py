@@ -19,9 +19,11 @@ STATUS_BY_ERROR: list[tuple[type[errors.SpamsiftError], int]] = [
     (errors.Conflict, 409),
     (errors.MessageTooLarge, 413),
     (errors.BatchTooLarge, 413),
+    (errors.TooManyNewTokens, 413),
     (errors.Unauthorized, 401),
     (errors.Forbidden, 403),
     (errors.TooManyFailures, 429),
+    (errors.TooManyRequests, 429),
     (errors.DatabaseUnavailable, 503),
     (errors.TimeBudgetExceeded, 503),
     (errors.StorageFull, 507),
@@ -68,7 +70,7 @@ def status_for(error: errors.SpamsiftError) -> int:
 def _headers_for(error: errors.SpamsiftError, status: int) -> dict[str, str]:
     if isinstance(error, errors.Unauthorized):
         return {"WWW-Authenticate": "Bearer"}
-    if isinstance(error, errors.TooManyFailures):
+    if isinstance(error, errors.TooManyFailures | errors.TooManyRequests):
         return {"Retry-After": str(error.retry_after_seconds)}
     return {"Retry-After": "1"} if status == 503 else {}
 

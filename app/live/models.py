@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -313,6 +313,9 @@ class LiveModels:
             tuple[int, datetime, float, int, frozenset[str]], tuple[int, VocabularyTotals]
         ] = OrderedDict()
         self._totals_reads = 0
+        # Per blend (personal and backing model at their generations, and the options the
+        # sums depend on): the merged vocabulary's sums; see app/live/blend.py.
+        self._blend_totals: OrderedDict[Hashable, VocabularyTotals] = OrderedDict()
         self._lock = threading.Lock()  # guards the dicts above for microseconds, never a load
         self._loading: dict[str, threading.Lock] = {}
         self.hot_reads = hot_reads
@@ -471,6 +474,24 @@ class LiveModels:
             while len(self._totals) > MAX_KEPT_TOTALS:
                 self._totals.popitem(last=False)
         return totals
+
+    def kept_blend_totals(self, key: Hashable) -> VocabularyTotals | None:
+        """The merged vocabulary's sums kept for a blend at `key` (its models' generations)."""
+        with self._lock:
+            totals = self._blend_totals.get(key)
+            if totals is not None:
+                self._blend_totals.move_to_end(key)
+            return totals
+
+    def keep_blend_totals(self, key: Hashable, totals: VocabularyTotals) -> None:
+        """Keep a blend's sums; a few numbers each, the oldest dropped past MAX_KEPT_TOTALS
+        (a key names its generations, so an entry is never stale, only unused)."""
+        with self._lock:
+            self._blend_totals[key] = totals
+            self._blend_totals.move_to_end(key)
+            self._totals_reads += 1
+            while len(self._blend_totals) > MAX_KEPT_TOTALS:
+                self._blend_totals.popitem(last=False)
 
     def config_of(self, row: ModelRow) -> NaiveBayesConfig:
         """The engine config of a model's stored options, parsed once per distinct options."""

@@ -20,6 +20,7 @@ from app.config import Settings
 from app.errors import DatabaseUnavailable, StorageFull
 from app.live.models import LiveModels
 from app.live.records import ClassificationLog
+from app.live.write import TokenLimits
 from app.service.messages import Message, PreparedMessage, prepare
 from app.service.model_config import parse_config
 from app.store.engine import Database
@@ -40,6 +41,15 @@ def tokenizer_limits(settings: Settings) -> TokenizerLimits:
         max_mime_parts=settings.max_mime_parts,
         max_token_chars=settings.max_token_chars,
         max_distinct_tokens=settings.max_distinct_tokens,
+    )
+
+
+def token_limits(settings: Settings) -> TokenLimits:
+    """The bounds on new tokens of `settings`, for training: a model may grow to twice its
+    expiry maximum between two expiry runs (every 5 minutes), no further."""
+    return TokenLimits(
+        new_per_write=settings.max_new_tokens_per_request,
+        per_model=2 * settings.max_tokens_per_model,
     )
 
 
@@ -74,6 +84,7 @@ class Runtime:
             max_records=settings.max_buffered_records,
         )
         self.limits = tokenizer_limits(settings)
+        self.token_limits = token_limits(settings)
 
     def prepare(
         self, message: Message, budget: Literal["classify", "train"] | None = None

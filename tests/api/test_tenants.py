@@ -11,9 +11,10 @@ from fastapi.testclient import TestClient
 
 from app.config import Settings
 from app.main import create_app
+from app.service.runtime import Runtime
 from app.store.engine import Database
 from tests.api.test_auth import make_key
-from tests.builders import database_of, spam_text
+from tests.builders import database_of, ham_text, spam_text
 
 
 @pytest.fixture
@@ -116,3 +117,51 @@ def test_the_backing_tenant_is_never_told_the_names_of_the_models_it_backs(
     assert read["backs"] == []
     assert stats["backs"] == []
     assert "alice" in admin_deleted.json()["error"]["message"]  # the operator sees all
+
+
+# --- cost: a per-request event model on a blend ---------------------------------------------
+
+
+@pytest.mark.parametrize("event_model", ["multinomial", "bernoulli"])
+def test_a_blend_sums_the_merged_vocabulary_once_per_generation_not_per_message(
+    client: TestClient, event_model: str
+) -> None:
+    """Multinomial and Bernoulli need sums over the whole merged vocabulary: they are kept per
+    pair of the models' generations, so a tenant asking for them on every message costs its
+    message's rows, not the backing model's size, and scores exactly as one merged model."""
+    for name, fields in (("global", {}), ("alice", {"backed_by": "global"}), ("both", {})):
+        assert client.post("/v1/models", json={"name": name, **fields}).status_code == 201
+    for i in range(6):
+        for model in ("global", "both"):
+            for label, text in (("spam", spam_text(i)), ("ham", ham_text(i))):
+                trained = client.post(
+                    f"/v1/models/{model}/train", json={"label": label, "text": text}
+                )
+                assert trained.status_code == 200, trained.text
+    for model in ("alice", "both"):
+        client.post(f"/v1/models/{model}/train", json={"label": "ham", "text": ham_text(40)})
+    runtime: Runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    before = runtime.models.figures().totals_reads
+
+    answers = [
+        client.post(
+            "/v1/models/alice/classify",
+            json={"text": spam_text(i + 20), "event_model": event_model},
+        ).json()
+        for i in range(5)
+    ]
+    summed = runtime.models.figures().totals_reads - before
+    client.post("/v1/models/global/train", json={"label": "spam", "text": spam_text(30)})
+    client.post("/v1/models/both/train", json={"label": "spam", "text": spam_text(30)})
+    after_training = client.post(
+        "/v1/models/alice/classify", json={"text": spam_text(20), "event_model": event_model}
+    ).json()
+    expected = client.post(
+        "/v1/models/both/classify", json={"text": spam_text(20), "event_model": event_model}
+    ).json()
+
+    assert summed == 1  # one sum for five messages at the same generations
+    assert runtime.models.figures().totals_reads - before == 2  # a new generation: summed anew
+    assert [answer["models"] for answer in answers] == [["alice", "global"]] * 5
+    assert after_training["event_model"] == event_model
+    assert after_training["probabilities"] == pytest.approx(expected["probabilities"], abs=1e-9)
