@@ -155,6 +155,16 @@ class Settings(BaseSettings):
         description="requests one non-admin API key may have in progress per process (0: no limit)",
     )
 
+    # Classification records (kept retention_days for feedback by message_id) one API key
+    # limited to models may have stored per retention period, per process; beyond it its
+    # classifications are answered but not recorded. Keys for every model are not limited.
+    max_records_per_key: int = Field(
+        default=100_000,
+        ge=0,
+        description="classification records a key limited to models may have kept per "
+        "retention period, per process (0: no quota)",
+    )
+
     # The compiled token core where it is built (auto), or the pure-Python reference forced
     # (python); compiled refuses to start where the extension is not built.
     tokenizer: CoreChoice = Field(

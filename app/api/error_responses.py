@@ -125,11 +125,12 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         403: "The API key lacks the scope, or may not use this model",
         404: "Unknown model or message",
         409: "Conflict: exists already, or a class has no trained message",
-        413: "Message, batch or request too large",
+        413: "Message, batch or request too large, or more new tokens than a request may add",
         415: "Unsupported media type",
         422: "Invalid request or model option",
-        429: "Too many failed API keys (from this address, for this key id, or in all); "
-        "retry after Retry-After seconds. A valid key is never refused so",
+        429: "Too many failed API keys (from this address, for this key id, or in all), or "
+        "a non-admin key with as many requests in progress as it may have; retry after "
+        "Retry-After seconds",
         503: "Database unavailable; retry (Retry-After)",
         507: "The database's storage is full; nothing was written",
     }

@@ -82,6 +82,7 @@ class Runtime:
             self.db,
             retention_days=settings.retention_days,
             max_records=settings.max_buffered_records,
+            max_records_per_key=settings.max_records_per_key,
         )
         self.limits = tokenizer_limits(settings)
         self.token_limits = token_limits(settings)
@@ -107,9 +108,15 @@ class Runtime:
         return self.log.retention_start()
 
     def record_classifications(
-        self, model_id: int, records: list[ClassificationRecord], events: Counter[str]
+        self,
+        model_id: int,
+        records: list[ClassificationRecord],
+        events: Counter[str],
+        *,
+        key_id: str | None = None,
     ) -> None:
-        self.log.record(model_id, records, events)
+        """Keep `records` for feedback (within `key_id`'s quota, for a tenant's key)."""
+        self.log.record(model_id, records, events, key_id=key_id)
 
     def flush_classifications(self, model_id: int | None = None) -> None:
         """Write buffered classification records and counters (only `model_id`'s records)."""

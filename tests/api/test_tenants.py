@@ -13,6 +13,7 @@ from app.config import Settings
 from app.main import create_app
 from app.service.runtime import Runtime
 from app.store.engine import Database
+from app.store.models import find_model
 from tests.api.test_auth import make_key
 from tests.builders import database_of, ham_text, spam_text
 
@@ -165,3 +166,170 @@ def test_a_blend_sums_the_merged_vocabulary_once_per_generation_not_per_message(
     assert [answer["models"] for answer in answers] == [["alice", "global"]] * 5
     assert after_training["event_model"] == event_model
     assert after_training["probabilities"] == pytest.approx(expected["probabilities"], abs=1e-9)
+
+
+# --- cost: requests in progress per key -------------------------------------------------------
+
+
+def keyed_client(settings: Settings, **changes: object) -> tuple[TestClient, dict[str, str]]:
+    """A client of an app with `changes` to its settings, and keys: admin, a tenant's key
+    (classify and train, limited to alice) and a classify key for every model."""
+    tuned = settings.model_copy(update=changes)
+    with TestClient(create_app(tuned)) as setup:
+        assert setup.post("/v1/models", json={"name": "alice"}).status_code == 201
+        for label, text in (("spam", spam_text(100)), ("ham", ham_text(100))):
+            trained = setup.post("/v1/models/alice/train", json={"label": label, "text": text})
+            assert trained.status_code == 200, trained.text
+        db = database_of(setup)
+        keys = {
+            "admin": make_key(db, "admin"),
+            "alice": make_key(db, "classify", "train", models=["alice"]),
+            "mta": make_key(db, "classify", "train"),
+        }
+    return TestClient(create_app(tuned)), keys
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def test_a_key_with_as_many_requests_in_progress_as_it_may_gets_429_and_retry_after(
+    settings: Settings,
+) -> None:
+    client, keys = keyed_client(settings, max_requests_per_key=2)
+    alice_id = keys["alice"].split("_")[1]
+    with client:
+        requests = client.app.state.key_requests  # type: ignore[attr-defined]
+        held = [requests.enter(alice_id), requests.enter(alice_id)]  # two in progress
+        refused = client.post(
+            "/v1/models/alice/classify", json={"text": "hello"}, headers=bearer(keys["alice"])
+        )
+        other = client.post(
+            "/v1/models/alice/classify", json={"text": "hello"}, headers=bearer(keys["mta"])
+        )
+        admin = client.get("/v1/models/alice", headers=bearer(keys["admin"]))
+        requests.leave(alice_id)
+        served = client.post(
+            "/v1/models/alice/train",
+            json={"label": "spam", "text": spam_text(1)},
+            headers=bearer(keys["alice"]),
+        )
+        after = requests.enter(alice_id) and requests.enter(alice_id)
+
+    assert held == [True, True]
+    assert refused.status_code == 429
+    assert refused.headers["Retry-After"] == "1"
+    assert refused.json()["error"]["code"] == "too_many_requests"
+    assert "SPAMSIFT_MAX_REQUESTS_PER_KEY" in refused.json()["error"]["message"]
+    assert other.status_code != 429  # another key is not held back
+    assert admin.status_code == 200
+    assert served.status_code == 200, served.text
+    assert not after  # the served request gave its place back: one left, then none
+
+
+# --- storage: classification records per key ----------------------------------------------------
+
+
+def test_a_tenants_key_has_at_most_its_quota_of_classification_records_kept(
+    settings: Settings,
+) -> None:
+    client, keys = keyed_client(settings, max_records_per_key=3)
+    with client:
+        for i in range(5):
+            for who in ("alice", "mta"):
+                answered = client.post(
+                    "/v1/models/alice/classify",
+                    json={"text": spam_text(i), "message_id": f"{who}-{i}"},
+                    headers=bearer(keys[who]),
+                )
+                assert answered.status_code == 200, answered.text
+        runtime: Runtime = client.app.state.runtime  # type: ignore[attr-defined]
+        runtime.flush_classifications()
+        feedback = {
+            f"{who}-{i}": client.post(
+                "/v1/models/alice/feedback",
+                json={"label": "ham", "message_id": f"{who}-{i}"},
+                headers=bearer(keys["admin"]),
+            ).status_code
+            for who in ("alice", "mta")
+            for i in range(5)
+        }
+
+    assert [feedback[f"alice-{i}"] for i in range(5)] == [200, 200, 200, 404, 404]
+    assert [feedback[f"mta-{i}"] for i in range(5)] == [200] * 5  # a key for every model
+    assert runtime.log.over_quota == 2
+
+
+# --- vocabulary flood: new tokens per request and per model -------------------------------------
+
+
+def vocabulary(client: TestClient, model: str = "alice") -> int:
+    runtime: Runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    return runtime.db.run(lambda conn: find_model(conn, model).vocabulary, write=False)
+
+
+def random_words(count: int, seed: int) -> str:
+    """`count` words no other message has: 2 * count + 1 tokens or so (words, word pairs,
+    the message's shape)."""
+    return " ".join(f"w{seed}x{i}q" for i in range(count))
+
+
+def test_a_request_adding_more_new_tokens_than_allowed_is_refused_whole(
+    settings: Settings,
+) -> None:
+    client, keys = keyed_client(settings, max_new_tokens_per_request=100)
+    with client:
+        fits = client.post(
+            "/v1/models/alice/train",
+            json={"label": "spam", "text": random_words(24, 1)},
+            headers=bearer(keys["alice"]),
+        )
+        before = vocabulary(client)
+        flood = client.post(
+            "/v1/models/alice/train/batch",
+            json={"items": [{"label": "spam", "text": random_words(30, seed)} for seed in (3, 4)]},
+            headers=bearer(keys["alice"]),
+        )
+        one = client.post(
+            "/v1/models/alice/train",
+            json={"label": "ham", "text": random_words(51, 5)},
+            headers=bearer(keys["alice"]),
+        )
+        read = client.get("/v1/models/alice", headers=bearer(keys["admin"])).json()
+
+    assert fits.status_code == 200, fits.text
+    assert flood.status_code == 413
+    assert flood.json()["error"]["code"] == "too_many_new_tokens"
+    assert "more than the 100 one request may add" in flood.json()["error"]["message"]
+    assert one.status_code == 413
+    assert vocabulary(client) == before  # nothing written
+    assert read["trained_messages"] == 3
+
+
+def test_a_model_grows_no_further_than_twice_its_token_maximum(settings: Settings) -> None:
+    # (The server's token expiry may run meanwhile and make room: only the bound is asserted.)
+    client, keys = keyed_client(settings, max_tokens_per_model=100)
+    with client:
+        start = vocabulary(client)
+        answers = [
+            client.post(
+                "/v1/models/alice/train",
+                json={"label": "spam", "text": random_words(30, seed)},
+                headers=bearer(keys["alice"]),
+            )
+            for seed in range(5)
+        ]
+        known = client.post(  # tokens it holds already: no growth, still trained
+            "/v1/models/alice/train",
+            json={"label": "ham", "text": random_words(30, 0)},
+            headers=bearer(keys["alice"]),
+        )
+        end = vocabulary(client)
+
+    refused = [answer for answer in answers if answer.status_code == 413]
+    assert start < 200 < start + 4 * 61
+    assert answers[0].status_code == 200
+    assert refused
+    assert all("the 200 it may hold" in answer.json()["error"]["message"] for answer in refused)
+    assert known.status_code == 200, known.text
+    assert end <= 200
