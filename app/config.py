@@ -140,8 +140,9 @@ class Settings(BaseSettings):
 
     # --- Tenants: what one API key (one tenant) may cost the others (docs/security.md) ---
     # New tokens one train, batch or feedback request may add to a model; more: 413, nothing
-    # written. A model's vocabulary is also bounded at write time by twice
-    # max_tokens_per_model (when that is set): expiry brings it back every 5 minutes.
+    # written. Where max_tokens_per_model is set, a model's vocabulary is also bounded at
+    # write time: that maximum plus as much again, or plus this where it is more (expiry
+    # brings it back to the maximum every 5 minutes).
     max_new_tokens_per_request: int = Field(
         default=500_000,
         ge=0,

@@ -254,6 +254,9 @@ def needs_vocabulary_totals(config: NaiveBayesConfig, event_model: str | None) -
     return (event_model or config.event_model) != "robinson-fisher"
 
 
+# Fresh loads a write may take while token expiry goes on (each chunk of it moves the epoch).
+STALE_RETRIES = 20
+
 # Vocabulary totals kept for models not held, per process: each is a few numbers, so many
 # thousands cost well under a megabyte.
 MAX_KEPT_TOTALS = 20_000
@@ -340,17 +343,21 @@ class LiveModels:
         return live
 
     def use(self, name: str, work: Callable[[LiveModel], T]) -> T:
-        """Run `work` on the model, once more on a fresh load if this copy turned out stale.
+        """Run `work` on the model, again on a fresh load while this copy turned out stale.
 
-        A model deleted (and maybe re-created under the same id) by another process makes a
-        write's model lock raise ModelNotFound; the copy is dropped and `work` runs again,
-        which raises ModelNotFound once more only if the model is really gone.
+        A model deleted (and maybe re-created under the same id) by another process, or whose
+        tokens expired since it was read, makes a write's model lock raise ModelNotFound; the
+        copy is dropped and `work` runs again on a fresh load, which raises ModelNotFound
+        itself only if the model is really gone. Expiry deletes in chunks, each moving the
+        epoch, so a write may find its fresh copy stale again: up to STALE_RETRIES times.
         """
-        try:
-            return work(self.get(name))
-        except ModelNotFound:
-            self.forget(name)
-            return work(self.get(name))
+        for _ in range(STALE_RETRIES):
+            live = self.get(name)  # ModelNotFound here: the model is gone
+            try:
+                return work(live)
+            except ModelNotFound:
+                self.forget(name)
+        return work(self.get(name))
 
     def read_partial(
         self, name: str, texts: Sequence[str], *, event_model: str | None = None

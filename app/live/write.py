@@ -68,8 +68,9 @@ class TokenLimits:
             if vocabulary + earlier + new > self.per_model:
                 raise TooManyNewTokens(
                     f"the model has {vocabulary} tokens; {earlier + new} new ones would pass "
-                    f"the {self.per_model} it may hold (twice SPAMSIFT_MAX_TOKENS_PER_MODEL): "
-                    "wait for token expiry to make room"
+                    f"the {self.per_model} it may hold until token expiry runs (SPAMSIFT_MAX_"
+                    "TOKENS_PER_MODEL plus as much again, or plus SPAMSIFT_MAX_NEW_TOKENS_PER_"
+                    "REQUEST where that is more); retry after expiry made room"
                 )
 
 

@@ -45,11 +45,14 @@ def tokenizer_limits(settings: Settings) -> TokenizerLimits:
 
 
 def token_limits(settings: Settings) -> TokenLimits:
-    """The bounds on new tokens of `settings`, for training: a model may grow to twice its
-    expiry maximum between two expiry runs (every 5 minutes), no further."""
+    """The bounds on new tokens of `settings`, for training. Between two expiry runs (every
+    5 minutes) a model with a token maximum may grow past it by the maximum again, or by one
+    request's worth of new tokens where that is more (a small maximum must not refuse the
+    next message), no further."""
+    maximum = settings.max_tokens_per_model
     return TokenLimits(
         new_per_write=settings.max_new_tokens_per_request,
-        per_model=2 * settings.max_tokens_per_model,
+        per_model=maximum + max(maximum, settings.max_new_tokens_per_request) if maximum else 0,
     )
 
 
