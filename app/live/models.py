@@ -38,7 +38,7 @@ from app.bayes.naive_bayes import (
     VocabularyTotals,
     vocabulary_totals,
 )
-from app.errors import ModelNotFound
+from app.errors import DatabaseUnavailable, ModelNotFound
 from app.store.counts import (
     CountChanges,
     CountDelta,
@@ -86,6 +86,7 @@ class LiveModel:
     feedback_trains_backing: bool = False
     synced_generation: int = -1
     last_check: float = 0.0
+    unsynced: bool = False  # the last sync failed: the database did not answer
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -329,7 +330,12 @@ class LiveModels:
         bound_kept_memory()
 
     def get(self, name: str) -> LiveModel:
-        """Return the model, loaded on first use and synced at most `sync_interval` ago."""
+        """Return the model, loaded on first use and synced at most `sync_interval` ago.
+
+        While the database does not answer, a model this process holds is returned as held
+        (a mail filter keeps filtering on the counts it has; writes fail on their own, 503),
+        and the sync is tried again after `sync_interval`. A model not held needs the
+        database: DatabaseUnavailable."""
         with self._lock:
             live = self._models.get(name)
             if live is not None:
@@ -337,7 +343,18 @@ class LiveModels:
         if live is None:
             return self._load(name)
         if time.monotonic() - live.last_check >= self.sync_interval_seconds:
-            self.sync(live)
+            try:
+                self.sync(live)
+            except DatabaseUnavailable:
+                if not live.unsynced:
+                    log.warning(
+                        "the database is unavailable: model %r answers from the counts this "
+                        "process holds until it is back",
+                        name,
+                    )
+                live.unsynced = True
+                return live
+            live.unsynced = False
             if self.held(name) is not live:  # deleted meanwhile: load what is there now
                 return self.get(name)
         return live
