@@ -12,7 +12,7 @@ The merge itself is pure (`app.bayes.blend`); this room gathers what it merges:
   times a classification when the whole tables were merged for each message);
 - only a max_vocab cut, which ranks every token, merges both whole tables per request.
 
-Only the rows ways read the messages' texts; the merged model, either way, scores them by
+Only the first way reads the messages' texts; the merged model, either way, scores them by
 their hashes. The merged model scores with the personal model's options (thresholds, event
 model, floor of trained messages); `ids_in` maps its tokens back to each model's own ids, so
 the classification record kept for feedback by message_id names tokens each model knows.
@@ -101,9 +101,10 @@ def read_blend(
         row_config, config = source.options, source.config
     else:
         row_config, config = source.config, models.config_of(source)
-    # Summing two models' message rows is exact only where the scorer needs nothing but those
-    # rows and the class totals (Robinson-Fisher); the others also read sums over the merged
-    # vocabulary, so both whole tables are merged.
+    # Summing two models' message rows is exact where the scorer needs nothing but those rows
+    # and the class totals (Robinson-Fisher), or those and the merged vocabulary's sums, kept
+    # per generation pair (multinomial, Bernoulli); a max_vocab cut ranks every token, so
+    # both whole tables are merged.
     totals = None
     if scores_from_message_rows(config, event_model):
         distinct = list(dict.fromkeys(texts()))
