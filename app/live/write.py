@@ -54,15 +54,30 @@ class TokenLimits:
     new_per_write: int = 0
     per_model: int = 0
 
-    def check(self, conn: Connection, model_id: int, *, new: int, earlier: int) -> None:
-        """TooManyNewTokens when `new` more tokens (after `earlier` in this write) pass a
-        bound; the model's vocabulary is read only where it is bounded."""
-        if self.new_per_write and earlier + new > self.new_per_write:
+    def check_request(self, new: int) -> None:
+        """TooManyNewTokens when one write would add `new` tokens, more than it may."""
+        if self.new_per_write and new > self.new_per_write:
             raise TooManyNewTokens(
-                f"this request would add {earlier + new} new tokens to the model, more than "
+                f"this request would add {new} new tokens to the model, more than "
                 f"the {self.new_per_write} one request may add (SPAMSIFT_MAX_NEW_TOKENS_PER_"
                 "REQUEST); send fewer messages at once"
             )
+
+    def check_before(self, live: LiveModel, texts: Sequence[str]) -> None:
+        """Refuse a flood before the write takes the model's lock: the tokens of `texts` the
+        held copy does not know (a copy a little behind counts a few too many, so only what
+        passes the bound by far is refused here; the write checks exactly)."""
+        if self.new_per_write:
+            distinct = list(dict.fromkeys(texts))
+            with live.lock:
+                unknown = int(np.count_nonzero(live.table.lookup(distinct, exact=True) < 0))
+            if unknown > 2 * self.new_per_write:
+                self.check_request(unknown)
+
+    def check(self, conn: Connection, model_id: int, *, new: int, earlier: int) -> None:
+        """TooManyNewTokens when `new` more tokens (after `earlier` in this write) pass a
+        bound; the model's vocabulary is read only where it is bounded."""
+        self.check_request(earlier + new)
         if self.per_model:
             vocabulary = read_vocabulary(conn, model_id)
             if vocabulary + earlier + new > self.per_model:

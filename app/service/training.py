@@ -285,6 +285,7 @@ def _write(
     For feedback, `feedback_verdict` is the verdict the message got when classified; a label
     that differs from it, or from the label the message was trained with, is a correction.
     """
+    rt.token_limits.check_before(live, [text for item in items for text in item.token_texts or ()])
     work = _training(live, items, events=events, feedback_verdict=feedback_verdict)
     return write_model(rt.db, rt.models, live, work, limits=rt.token_limits)
 
