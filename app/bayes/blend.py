@@ -86,6 +86,11 @@ def merged_vocabulary_totals(
     multinomial and Bernoulli need beyond a message's own rows to score it on the merge
     (`merge_rows`), so a blend is scored without merging the whole tables per message.
     O(K·(n_base + n_extra)); not for a max_vocab cut, which ranks every token."""
+    # Sums over the union do not depend on the order: with no weight, the bigger table is
+    # copied and the smaller one's tokens looked up in it (a personal model's few, not a
+    # global model's hundreds of thousands).
+    if base_weight == 1 and base.n_tokens < extra.n_tokens:
+        base, extra = extra, base
     merged = merge_counts(base, extra, base_weight=base_weight)
     stop_word_ids = None
     if config.stop_words:

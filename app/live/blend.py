@@ -176,7 +176,14 @@ def _held_rows_and_totals(
         config.stop_words,
     )
     totals = models.kept_blend_totals(key)
-    if totals is None:
+    if totals is not None:
+        return read[0][1], read[1][1], totals
+    # One sum at a time per process: clients sending at once at a new generation would
+    # otherwise each merge both tables (40 at once kept the server busy for minutes).
+    with models.blend_totals_lock:
+        totals = models.kept_blend_totals(key)
+        if totals is not None:
+            return read[0][1], read[1][1], totals
         copies = []
         for index, live in enumerate(held):
             with live.lock:

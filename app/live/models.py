@@ -320,6 +320,7 @@ class LiveModels:
         # Per blend (personal and backing model at their generations, and the options the
         # sums depend on): the merged vocabulary's sums; see app/live/blend.py.
         self._blend_totals: OrderedDict[Hashable, VocabularyTotals] = OrderedDict()
+        self.blend_totals_lock = threading.Lock()  # held while one blend's sums are made
         self._lock = threading.Lock()  # guards the dicts above for microseconds, never a load
         self._loading: dict[str, threading.Lock] = {}
         self.hot_reads = hot_reads
