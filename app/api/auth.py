@@ -14,9 +14,10 @@ path, or `?model=` (default `default`) of the short forms; listing or creating m
 All of it is decided from the request head: each route lists `requires(...)` before the
 dependency that reads its body, so a refused request costs no body read (app/api/deps.py).
 
-A key that is not an admin key may have at most SPAMSIFT_MAX_REQUESTS_PER_KEY requests in
-progress in one process (`KeyRequests`); one more is refused at once with 429 and
-Retry-After, so one tenant's clients cannot take every worker thread from the others.
+A tenant's key (limited to models, not admin) may have at most SPAMSIFT_MAX_REQUESTS_PER_KEY
+requests in progress in one process (`KeyRequests`); one more is refused at once with 429 and
+Retry-After, so one tenant's clients cannot take the server from the others. Keys for every
+model are the operator's (a mail server's) and are not limited.
 """
 
 from __future__ import annotations
@@ -296,7 +297,7 @@ def requires(scope: Scope, *, model_query: bool = False) -> Any:
             if model_name is None:
                 raise Forbidden("this API key is limited to some models; this request is not")
             raise Forbidden(f"this API key may not use the model {model_name!r}")
-        if "admin" in key.scopes:
+        if "admin" in key.scopes or key.models is None:  # the operator's keys
             yield
             return
         requests: KeyRequests = request.app.state.key_requests
