@@ -138,6 +138,37 @@ class Settings(BaseSettings):
         description="classification records a process buffers while the database is down",
     )
 
+    # --- Tenants: what one API key (one tenant) may cost the others (docs/security.md) ---
+    # New tokens one train, batch or feedback request may add to a model; more: 413, nothing
+    # written. Where max_tokens_per_model is set, a model's vocabulary is also bounded at
+    # write time: that maximum plus as much again, or plus this where it is more (expiry
+    # brings it back to the maximum every 5 minutes).
+    max_new_tokens_per_request: int = Field(
+        default=500_000,
+        ge=0,
+        description="new tokens one training request may add to a model (0: no bound)",
+    )
+    # Requests one tenant's API key (limited to models, not admin) may have in progress in one
+    # process; more: 429 with Retry-After. Measured (python -m bench.tenants --kinds
+    # multinomial,bernoulli, 40 clients of one key): another tenant's classify p99 went 8.7x
+    # its unloaded value with 16, 4.7x with 4. Keys for every model are not limited.
+    max_requests_per_key: int = Field(
+        default=4,
+        ge=0,
+        description="requests one API key limited to models (not admin) may have in progress "
+        "per process (0: no limit)",
+    )
+
+    # Classification records (kept retention_days for feedback by message_id) one API key
+    # limited to models may have stored per retention period, per process; beyond it its
+    # classifications are answered but not recorded. Keys for every model are not limited.
+    max_records_per_key: int = Field(
+        default=100_000,
+        ge=0,
+        description="classification records a key limited to models may have kept per "
+        "retention period, per process (0: no quota)",
+    )
+
     # The compiled token core where it is built (auto), or the pure-Python reference forced
     # (python); compiled refuses to start where the extension is not built.
     tokenizer: CoreChoice = Field(

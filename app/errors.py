@@ -17,9 +17,11 @@ SpamsiftError
 │   └── ModelBacksOthers    deleting a model other models are backed by ("model_backs_others")
 ├── MessageTooLarge         ("message_too_large")
 ├── BatchTooLarge           ("batch_too_large")
+├── TooManyNewTokens        a write would add more tokens than allowed ("too_many_new_tokens")
 ├── Unauthorized            no API key, or an unknown or revoked one ("unauthorized")
 ├── Forbidden               a valid API key without the scope or the model ("forbidden")
 ├── TooManyFailures         a client that failed authentication too often ("too_many_failures")
+├── TooManyRequests         an API key over its share of the server ("too_many_requests")
 ├── TimeBudgetExceeded      training ran out of its time budget ("time_budget_exceeded")
 ├── DatabaseUnavailable     ("database_unavailable")
 └── StorageFull             the database's disk or quota is full ("storage_full")
@@ -97,12 +99,11 @@ class NotTrained(Conflict):
 class ModelBacksOthers(Conflict):
     code = "model_backs_others"
 
-    def __init__(self, name: str, backed: list[str]) -> None:
+    def __init__(self, name: str, backed: str) -> None:
         super().__init__(
-            f"model {name!r} backs the models {', '.join(backed)}: clear their backed_by "
+            f"model {name!r} backs the models {backed}: clear their backed_by "
             "(or delete them) first"
         )
-        self.backed = backed
 
 
 class MessageTooLarge(SpamsiftError):
@@ -111,6 +112,14 @@ class MessageTooLarge(SpamsiftError):
 
 class BatchTooLarge(SpamsiftError):
     code = "batch_too_large"
+
+
+class TooManyNewTokens(SpamsiftError):
+    """A write would add more new tokens than one request may, or grow the model past its
+    bound; nothing was written. A vocabulary flood (random words) is refused so; ordinary
+    mail never comes near either bound (docs/security.md)."""
+
+    code = "too_many_new_tokens"
 
 
 class Unauthorized(SpamsiftError):
@@ -123,6 +132,16 @@ class Forbidden(SpamsiftError):
 
 class TooManyFailures(SpamsiftError):
     code = "too_many_failures"
+
+    def __init__(self, message: str, *, retry_after_seconds: int) -> None:
+        super().__init__(message)
+        self.retry_after_seconds = retry_after_seconds
+
+
+class TooManyRequests(SpamsiftError):
+    """An API key has as many requests in progress as it may have (per process); retry."""
+
+    code = "too_many_requests"
 
     def __init__(self, message: str, *, retry_after_seconds: int) -> None:
         super().__init__(message)

@@ -90,7 +90,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     )
     app.state.runtime = rt
     install_error_handlers(app)
-    install_auth(app, key_guard)
+    install_auth(app, key_guard, max_requests_per_key=settings.max_requests_per_key)
     metrics = install_metrics(app, rt)
     # Outermost, so its line and timing cover the guards' refusals too.
     app.add_middleware(RequestLog, metrics=metrics, openapi=lambda: app.openapi())

@@ -13,6 +13,11 @@ path, or `?model=` (default `default`) of the short forms; listing or creating m
 
 All of it is decided from the request head: each route lists `requires(...)` before the
 dependency that reads its body, so a refused request costs no body read (app/api/deps.py).
+
+A tenant's key (limited to models, not admin) may have at most SPAMSIFT_MAX_REQUESTS_PER_KEY
+requests in progress in one process (`KeyRequests`); one more is refused at once with 429 and
+Retry-After, so one tenant's clients cannot take the server from the others. Keys for every
+model are the operator's (a mail server's) and are not limited.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
@@ -30,7 +35,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from app.api.error_responses import error_responses
-from app.errors import Forbidden, TooManyFailures, Unauthorized
+from app.errors import Forbidden, TooManyFailures, TooManyRequests, Unauthorized
 from app.service.keys import MAX_KEY_CHARS, ApiKey, KeyGuard, Scope, key_id_of
 
 MAX_FAILURES = 10  # per client address, and per key id, within the window
@@ -167,11 +172,38 @@ class DevelopmentKeyWarning:
         )
 
 
-def install_auth(app: FastAPI, guard: KeyGuard) -> None:
-    """Give the app its key guard and failure throttles (one per app, so tests stay apart)."""
+class KeyRequests:
+    """The requests each API key has in progress in this process, at most `limit` (0: no
+    limit). Counted in memory: with N server processes a key may have N times as many."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._in_progress: dict[str, int] = {}
+
+    def enter(self, key_id: str) -> bool:
+        """Count one more request of `key_id`; False (nothing counted) when it has `limit`."""
+        with self._lock:
+            count = self._in_progress.get(key_id, 0)
+            if self.limit and count >= self.limit:
+                return False
+            self._in_progress[key_id] = count + 1
+            return True
+
+    def leave(self, key_id: str) -> None:
+        with self._lock:
+            count = self._in_progress.pop(key_id) - 1
+            if count:
+                self._in_progress[key_id] = count
+
+
+def install_auth(app: FastAPI, guard: KeyGuard, *, max_requests_per_key: int = 0) -> None:
+    """Give the app its key guard, failure throttles and per-key request counts (one per
+    app, so tests stay apart)."""
     app.state.key_guard = guard
     app.state.failed_keys = FailedKeys()
     app.state.development_key_warning = DevelopmentKeyWarning()
+    app.state.key_requests = KeyRequests(max_requests_per_key)
 
 
 def _authenticate(
@@ -228,6 +260,21 @@ def any_key() -> Any:
     return Depends(authenticate)
 
 
+def request_key(request: Request) -> ApiKey | None:
+    """The key the request was authenticated with (None in development mode)."""
+    key: ApiKey | None = getattr(request.state, "api_key", None)
+    return key
+
+
+def may_read(request: Request) -> Callable[[str], bool]:
+    """Which models the request's key may read, by name: a model outside its reach is, to
+    it, a model that does not exist (app/service/models.py `MayRead`)."""
+    key = request_key(request)
+    if key is None or key.models is None:
+        return lambda _: True
+    return key.may_use
+
+
 def requires(scope: Scope, *, model_query: bool = False) -> Any:
     """A route dependency: the request needs a key with `scope` for its model, taken from the
     path's `{name}` or, with `model_query`, from `?model=` (default `default`)."""
@@ -235,9 +282,10 @@ def requires(scope: Scope, *, model_query: bool = False) -> Any:
     async def authorize(
         request: Request,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-    ) -> None:
+    ) -> AsyncIterator[None]:
         key = await _authenticate_on_loop(request, credentials)
         if key is None:
+            yield
             return
         if not key.allows(scope):
             raise Forbidden(f"this API key lacks the {scope!r} scope")
@@ -249,5 +297,19 @@ def requires(scope: Scope, *, model_query: bool = False) -> Any:
             if model_name is None:
                 raise Forbidden("this API key is limited to some models; this request is not")
             raise Forbidden(f"this API key may not use the model {model_name!r}")
+        if "admin" in key.scopes or key.models is None:  # the operator's keys
+            yield
+            return
+        requests: KeyRequests = request.app.state.key_requests
+        if not requests.enter(key.key_id):
+            raise TooManyRequests(
+                f"this API key has {requests.limit} requests in progress, as many as it may "
+                "(SPAMSIFT_MAX_REQUESTS_PER_KEY); retry when one has been answered",
+                retry_after_seconds=1,
+            )
+        try:
+            yield
+        finally:
+            requests.leave(key.key_id)
 
     return Depends(authorize)

@@ -19,9 +19,11 @@ STATUS_BY_ERROR: list[tuple[type[errors.SpamsiftError], int]] = [
     (errors.Conflict, 409),
     (errors.MessageTooLarge, 413),
     (errors.BatchTooLarge, 413),
+    (errors.TooManyNewTokens, 413),
     (errors.Unauthorized, 401),
     (errors.Forbidden, 403),
     (errors.TooManyFailures, 429),
+    (errors.TooManyRequests, 429),
     (errors.DatabaseUnavailable, 503),
     (errors.TimeBudgetExceeded, 503),
     (errors.StorageFull, 507),
@@ -68,7 +70,7 @@ def status_for(error: errors.SpamsiftError) -> int:
 def _headers_for(error: errors.SpamsiftError, status: int) -> dict[str, str]:
     if isinstance(error, errors.Unauthorized):
         return {"WWW-Authenticate": "Bearer"}
-    if isinstance(error, errors.TooManyFailures):
+    if isinstance(error, errors.TooManyFailures | errors.TooManyRequests):
         return {"Retry-After": str(error.retry_after_seconds)}
     return {"Retry-After": "1"} if status == 503 else {}
 
@@ -123,11 +125,12 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         403: "The API key lacks the scope, or may not use this model",
         404: "Unknown model or message",
         409: "Conflict: exists already, or a class has no trained message",
-        413: "Message, batch or request too large",
+        413: "Message, batch or request too large, or more new tokens than a request may add",
         415: "Unsupported media type",
         422: "Invalid request or model option",
-        429: "Too many failed API keys (from this address, for this key id, or in all); "
-        "retry after Retry-After seconds. A valid key is never refused so",
+        429: "Too many failed API keys (from this address, for this key id, or in all), or "
+        "a non-admin key with as many requests in progress as it may have; retry after "
+        "Retry-After seconds",
         503: "Database unavailable; retry (Retry-After)",
         507: "The database's storage is full; nothing was written",
     }

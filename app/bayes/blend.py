@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.bayes.counts import CountArray, CountTable, IntArray
+from app.bayes.naive_bayes import NaiveBayesConfig, VocabularyTotals, vocabulary_totals
 
 
 def merge_counts(base: CountTable, extra: CountTable, *, base_weight: int = 1) -> CountTable:
@@ -76,6 +77,33 @@ def merge_counts_mapped(
         base.class_terms * base_weight + extra.class_terms,
     )
     return merged, extra_to_merged
+
+
+def merged_vocabulary_totals(
+    base: CountTable, extra: CountTable, config: NaiveBayesConfig, *, base_weight: int = 1
+) -> VocabularyTotals:
+    """V's sums over the merged counts of `base` (times `base_weight`) and `extra`: what
+    multinomial and Bernoulli need beyond a message's own rows to score it on the merge
+    (`merge_rows`), so a blend is scored without merging the whole tables per message.
+    O(K·(n_base + n_extra)); not for a max_vocab cut, which ranks every token."""
+    # Sums over the union do not depend on the order: with no weight, the bigger table is
+    # copied and the smaller one's tokens looked up in it (a personal model's few, not a
+    # global model's hundreds of thousands).
+    if base_weight == 1 and base.n_tokens < extra.n_tokens:
+        base, extra = extra, base
+    merged = merge_counts(base, extra, base_weight=base_weight)
+    stop_word_ids = None
+    if config.stop_words:
+        ids = merged.lookup(sorted(config.stop_words), exact=True)
+        stop_word_ids = ids[ids >= 0]
+    return vocabulary_totals(
+        merged.token_docs.astype(np.int64, copy=False),
+        merged.token_terms.astype(np.int64, copy=False),
+        merged.class_docs,
+        alpha=config.alpha,
+        min_df=config.min_df,
+        stop_word_ids=stop_word_ids,
+    )
 
 
 def restrict(table: CountTable, texts: Sequence[str]) -> CountTable:

@@ -1,13 +1,16 @@
 """A personal model and the model backing it, merged for one classification.
 
-The merge itself is pure (`app.bayes.blend.merge_counts`); this room gathers what it merges:
+The merge itself is pure (`app.bayes.blend`); this room gathers what it merges:
 
-- when the personal model's scorer reads only a message's own tokens and the class totals
-  (Robinson-Fisher without max_vocab), each model gives just those rows: from its held copy,
-  or read from the database for a model this process does not hold (as a cold model is
-  classified alone), so neither needs to be loaded;
-- otherwise (multinomial, Bernoulli, a max_vocab cut: they read the whole vocabulary) both
-  models are held and their whole tables are merged, O(|V|) per request.
+- the messages' own rows of each model, summed (`merge_rows`): from its held copy, or, when
+  the scorer reads nothing else (Robinson-Fisher), read from the database for a model this
+  process does not hold (as a cold model is classified alone), so neither needs loading;
+- multinomial and Bernoulli also read sums over the merged vocabulary (|V|, T_c, the
+  absent-token sum): both models are held, and those sums are computed once per pair of the
+  models' generations and kept (`LiveModels.kept_blend_totals`), so a message costs its own
+  rows, not the tables' size (a per-request event model on a big backing model cost 460
+  times a classification when the whole tables were merged for each message);
+- only a max_vocab cut, which ranks every token, merges both whole tables per request.
 
 Only the first way reads the messages' texts; the merged model, either way, scores them by
 their hashes. The merged model scores with the personal model's options (thresholds, event
@@ -19,12 +22,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from app.bayes.blend import Rows, merge_counts_mapped, merge_rows, rows_of
+from app.bayes.blend import (
+    Rows,
+    merge_counts_mapped,
+    merge_rows,
+    merged_vocabulary_totals,
+    rows_of,
+)
 from app.bayes.counts import IntArray
-from app.bayes.naive_bayes import Classifier
+from app.bayes.naive_bayes import Classifier, NaiveBayesConfig, VocabularyTotals
 from app.live.models import (
     LiveModel,
     LiveModels,
@@ -91,15 +101,20 @@ def read_blend(
         row_config, config = source.options, source.config
     else:
         row_config, config = source.config, models.config_of(source)
-    # Summing two models' message rows is exact only where the scorer needs nothing but those
-    # rows and the class totals (Robinson-Fisher); the others also read sums over the merged
-    # vocabulary, so both whole tables are merged.
-    if scores_from_message_rows(config, event_model) and not needs_vocabulary_totals(
-        config, event_model
-    ):
+    # Summing two models' message rows is exact where the scorer needs nothing but those rows
+    # and the class totals (Robinson-Fisher), or those and the merged vocabulary's sums, kept
+    # per generation pair (multinomial, Bernoulli); a max_vocab cut ranks every token, so
+    # both whole tables are merged.
+    totals = None
+    if scores_from_message_rows(config, event_model):
         distinct = list(dict.fromkeys(texts()))
-        first = _rows(models, personal, distinct, event_model=event_model)
-        second = _rows(models, backing, distinct, event_model=event_model)
+        if needs_vocabulary_totals(config, event_model):
+            first, second, totals = _held_rows_and_totals(
+                models, source.name, backing.name, distinct, config, personal_weight
+            )
+        else:
+            first = _rows(models, personal, distinct, event_model=event_model)
+            second = _rows(models, backing, distinct, event_model=event_model)
         table, id_lists = merge_rows(
             source.classes, distinct, [first[1], second[1]], [personal_weight, 1]
         )
@@ -130,13 +145,69 @@ def read_blend(
         classes=source.classes,
         options=dict(row_config),
         table=table,
-        classifier=Classifier(table, config),
+        classifier=Classifier(table, config, totals=totals),
         created_at=source.created_at,
         engine_config=models.engine_config,
         epoch=source.epoch,
         backed_by=backing.id,
     )
     return Blend(live=live, parts=parts, id_maps=id_maps)
+
+
+def _held_rows_and_totals(
+    models: LiveModels,
+    personal_name: str,
+    backing_name: str,
+    texts: list[str],
+    config: NaiveBayesConfig,
+    personal_weight: int,
+) -> tuple[tuple[Part, Rows], tuple[Part, Rows], VocabularyTotals]:
+    """Both models' rows of `texts` from their held copies, and the merged vocabulary's sums
+    at the same generations: kept from an earlier message where neither model changed since,
+    else summed from copies of both tables (taken at the generations their rows come from)."""
+    held = (models.get(personal_name), models.get(backing_name))
+    read = [_held_rows(live, texts) for live in held]
+    key = (
+        read[0][0],
+        read[1][0],
+        personal_weight,
+        config.alpha,
+        config.min_df,
+        config.stop_words,
+    )
+    totals = models.kept_blend_totals(key)
+    if totals is not None:
+        return read[0][1], read[1][1], totals
+    # One sum at a time per process: clients sending at once at a new generation would
+    # otherwise each merge both tables (40 at once kept the server busy for minutes).
+    with models.blend_totals_lock:
+        totals = models.kept_blend_totals(key)
+        if totals is not None:
+            return read[0][1], read[1][1], totals
+        copies = []
+        for index, live in enumerate(held):
+            with live.lock:
+                copies.append(live.table.copy())
+                generation = _generation_of(live)
+            read[index] = (generation, _part_rows(live, rows_of(copies[index], texts)))
+        key = (read[0][0], read[1][0], *key[2:])
+        totals = merged_vocabulary_totals(copies[0], copies[1], config, base_weight=personal_weight)
+        models.keep_blend_totals(key, totals)
+    return read[0][1], read[1][1], totals
+
+
+def _generation_of(live: LiveModel) -> tuple[int, object, int, int]:
+    """What tells one state of a held model's counts from every other (under its lock)."""
+    return (live.id, live.created_at, live.epoch, live.synced_generation)
+
+
+def _held_rows(live: LiveModel, texts: list[str]) -> tuple[Any, tuple[Part, Rows]]:
+    with live.lock:
+        return _generation_of(live), _part_rows(live, rows_of(live.table, texts))
+
+
+def _part_rows(live: LiveModel, rows: Rows) -> tuple[Part, Rows]:
+    return Part(live.id, live.name, rows.class_docs), rows
 
 
 def _rows(

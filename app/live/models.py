@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -38,7 +38,7 @@ from app.bayes.naive_bayes import (
     VocabularyTotals,
     vocabulary_totals,
 )
-from app.errors import ModelNotFound
+from app.errors import DatabaseUnavailable, ModelNotFound
 from app.store.counts import (
     CountChanges,
     CountDelta,
@@ -86,6 +86,7 @@ class LiveModel:
     feedback_trains_backing: bool = False
     synced_generation: int = -1
     last_check: float = 0.0
+    unsynced: bool = False  # the last sync failed: the database did not answer
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -254,6 +255,9 @@ def needs_vocabulary_totals(config: NaiveBayesConfig, event_model: str | None) -
     return (event_model or config.event_model) != "robinson-fisher"
 
 
+# Fresh loads a write may take while token expiry goes on (each chunk of it moves the epoch).
+STALE_RETRIES = 20
+
 # Vocabulary totals kept for models not held, per process: each is a few numbers, so many
 # thousands cost well under a megabyte.
 MAX_KEPT_TOTALS = 20_000
@@ -313,6 +317,10 @@ class LiveModels:
             tuple[int, datetime, float, int, frozenset[str]], tuple[int, VocabularyTotals]
         ] = OrderedDict()
         self._totals_reads = 0
+        # Per blend (personal and backing model at their generations, and the options the
+        # sums depend on): the merged vocabulary's sums; see app/live/blend.py.
+        self._blend_totals: OrderedDict[Hashable, VocabularyTotals] = OrderedDict()
+        self.blend_totals_lock = threading.Lock()  # held while one blend's sums are made
         self._lock = threading.Lock()  # guards the dicts above for microseconds, never a load
         self._loading: dict[str, threading.Lock] = {}
         self.hot_reads = hot_reads
@@ -323,7 +331,12 @@ class LiveModels:
         bound_kept_memory()
 
     def get(self, name: str) -> LiveModel:
-        """Return the model, loaded on first use and synced at most `sync_interval` ago."""
+        """Return the model, loaded on first use and synced at most `sync_interval` ago.
+
+        While the database does not answer, a model this process holds is returned as held
+        (a mail filter keeps filtering on the counts it has; writes fail on their own, 503),
+        and the sync is tried again after `sync_interval`. A model not held needs the
+        database: DatabaseUnavailable."""
         with self._lock:
             live = self._models.get(name)
             if live is not None:
@@ -331,23 +344,38 @@ class LiveModels:
         if live is None:
             return self._load(name)
         if time.monotonic() - live.last_check >= self.sync_interval_seconds:
-            self.sync(live)
+            try:
+                self.sync(live)
+            except DatabaseUnavailable:
+                if not live.unsynced:
+                    log.warning(
+                        "the database is unavailable: model %r answers from the counts this "
+                        "process holds until it is back",
+                        name,
+                    )
+                live.unsynced = True
+                return live
+            live.unsynced = False
             if self.held(name) is not live:  # deleted meanwhile: load what is there now
                 return self.get(name)
         return live
 
     def use(self, name: str, work: Callable[[LiveModel], T]) -> T:
-        """Run `work` on the model, once more on a fresh load if this copy turned out stale.
+        """Run `work` on the model, again on a fresh load while this copy turned out stale.
 
-        A model deleted (and maybe re-created under the same id) by another process makes a
-        write's model lock raise ModelNotFound; the copy is dropped and `work` runs again,
-        which raises ModelNotFound once more only if the model is really gone.
+        A model deleted (and maybe re-created under the same id) by another process, or whose
+        tokens expired since it was read, makes a write's model lock raise ModelNotFound; the
+        copy is dropped and `work` runs again on a fresh load, which raises ModelNotFound
+        itself only if the model is really gone. Expiry deletes in chunks, each moving the
+        epoch, so a write may find its fresh copy stale again: up to STALE_RETRIES times.
         """
-        try:
-            return work(self.get(name))
-        except ModelNotFound:
-            self.forget(name)
-            return work(self.get(name))
+        for _ in range(STALE_RETRIES):
+            live = self.get(name)  # ModelNotFound here: the model is gone
+            try:
+                return work(live)
+            except ModelNotFound:
+                self.forget(name)
+        return work(self.get(name))
 
     def read_partial(
         self, name: str, texts: Sequence[str], *, event_model: str | None = None
@@ -471,6 +499,24 @@ class LiveModels:
             while len(self._totals) > MAX_KEPT_TOTALS:
                 self._totals.popitem(last=False)
         return totals
+
+    def kept_blend_totals(self, key: Hashable) -> VocabularyTotals | None:
+        """The merged vocabulary's sums kept for a blend at `key` (its models' generations)."""
+        with self._lock:
+            totals = self._blend_totals.get(key)
+            if totals is not None:
+                self._blend_totals.move_to_end(key)
+            return totals
+
+    def keep_blend_totals(self, key: Hashable, totals: VocabularyTotals) -> None:
+        """Keep a blend's sums; a few numbers each, the oldest dropped past MAX_KEPT_TOTALS
+        (a key names its generations, so an entry is never stale, only unused)."""
+        with self._lock:
+            self._blend_totals[key] = totals
+            self._blend_totals.move_to_end(key)
+            self._totals_reads += 1
+            while len(self._blend_totals) > MAX_KEPT_TOTALS:
+                self._blend_totals.popitem(last=False)
 
     def config_of(self, row: ModelRow) -> NaiveBayesConfig:
         """The engine config of a model's stored options, parsed once per distinct options."""

@@ -7,6 +7,12 @@ here and written by a background thread about once a second, in one small transa
 The buffer is bounded per process, not per model: while the database is unreachable it keeps
 at most `max_records` records (about 3.1 KB each), the oldest dropped first, whatever the
 number of models.
+
+What one tenant may store is bounded too: a key limited to some models (a tenant's key) has
+its classifications recorded at most `max_records_per_key` times per retention period in one
+process; beyond that they are answered as ever but not recorded, so feedback on them needs
+the message itself. Records live `retention_days`, so a key's stored records stay below
+twice its quota per process, whatever it sends.
 """
 
 from __future__ import annotations
@@ -42,11 +48,18 @@ class ClassificationLog:
         *,
         retention_days: float,
         max_records: int = MAX_BUFFERED_RECORDS,
+        max_records_per_key: int = 0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.db = db
         self.retention_days = retention_days
         self.max_records = max_records
+        self.max_records_per_key = max_records_per_key  # 0: no quota
+        self._clock = clock
+        self._quota_window_start = clock()
+        self._recorded_by_key: Counter[str] = Counter()  # in this retention period
         self.dropped = 0  # records dropped by the cap since the process started
+        self.over_quota = 0  # records not kept: their key had used its quota
         self._records: list[tuple[int, ClassificationRecord]] = []  # oldest first
         self._events: dict[tuple[int, datetime], Counter[str]] = defaultdict(Counter)
         self._buffer_lock = threading.Lock()
@@ -67,14 +80,34 @@ class ClassificationLog:
             return len(self._records)
 
     def record(
-        self, model_id: int, records: list[ClassificationRecord], events: Counter[str]
+        self,
+        model_id: int,
+        records: list[ClassificationRecord],
+        events: Counter[str],
+        *,
+        key_id: str | None = None,
     ) -> None:
+        """Buffer `records` and `events`; with `key_id` (a tenant's key), only as many records
+        as its quota has left (the events always)."""
         hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
         with self._buffer_lock:
+            if key_id is not None and self.max_records_per_key:
+                records = records[: self._quota_left(key_id, len(records))]
             if self.retention_days > 0:
                 self._records.extend((model_id, record) for record in records)
                 self._cap()
             self._events[(model_id, hour)].update(events)
+
+    def _quota_left(self, key_id: str, wanted: int) -> int:
+        """Take up to `wanted` of `key_id`'s quota; return how many (under _buffer_lock)."""
+        now = self._clock()
+        if now - self._quota_window_start >= self.retention_days * 86_400:
+            self._quota_window_start = now
+            self._recorded_by_key.clear()
+        taken = min(wanted, max(0, self.max_records_per_key - self._recorded_by_key[key_id]))
+        self._recorded_by_key[key_id] += taken
+        self.over_quota += wanted - taken
+        return taken
 
     def flush(self, model_id: int | None = None) -> None:
         """Write buffered records and counters in one transaction; with `model_id`, only that

@@ -16,12 +16,14 @@ read the change feed when another write came in between.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
 from sqlalchemy import Connection
 
 from app.bayes.counts import IntArray
+from app.errors import TooManyNewTokens
 from app.live.models import LiveModel, LiveModels
 from app.store.counts import (
     CountDelta,
@@ -37,17 +39,68 @@ from app.store.models import (
     allocate_token_ids,
     bump_epoch,
     lock_and_bump_generation,
+    read_vocabulary,
 )
 
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class TokenLimits:
+    """Bounds on the tokens a write may add (0: none), checked before anything is stored:
+    `new_per_write` new tokens in one write (one train, batch or feedback request), and
+    `per_model` tokens in the model's vocabulary after it."""
+
+    new_per_write: int = 0
+    per_model: int = 0
+
+    def check_request(self, new: int) -> None:
+        """TooManyNewTokens when one write would add `new` tokens, more than it may."""
+        if self.new_per_write and new > self.new_per_write:
+            raise TooManyNewTokens(
+                f"this request would add {new} new tokens to the model, more than "
+                f"the {self.new_per_write} one request may add (SPAMSIFT_MAX_NEW_TOKENS_PER_"
+                "REQUEST); send fewer messages at once"
+            )
+
+    def check_before(self, live: LiveModel, texts: Sequence[str]) -> None:
+        """Refuse a flood before the write takes the model's lock: the tokens of `texts` the
+        held copy does not know (a copy a little behind counts a few too many, so only what
+        passes the bound by far is refused here; the write checks exactly)."""
+        if self.new_per_write:
+            distinct = list(dict.fromkeys(texts))
+            with live.lock:
+                unknown = int(np.count_nonzero(live.table.lookup(distinct, exact=True) < 0))
+            if unknown > 2 * self.new_per_write:
+                self.check_request(unknown)
+
+    def check(self, conn: Connection, model_id: int, *, new: int, earlier: int) -> None:
+        """TooManyNewTokens when `new` more tokens (after `earlier` in this write) pass a
+        bound; the model's vocabulary is read only where it is bounded."""
+        self.check_request(earlier + new)
+        if self.per_model:
+            vocabulary = read_vocabulary(conn, model_id)
+            if vocabulary + earlier + new > self.per_model:
+                raise TooManyNewTokens(
+                    f"the model has {vocabulary} tokens; {earlier + new} new ones would pass "
+                    f"the {self.per_model} it may hold until token expiry runs (SPAMSIFT_MAX_"
+                    "TOKENS_PER_MODEL plus as much again, or plus SPAMSIFT_MAX_NEW_TOKENS_PER_"
+                    "REQUEST where that is more); retry after expiry made room"
+                )
+
+
+NO_TOKEN_LIMITS = TokenLimits()
+
+
 class ModelWrite:
     """One transaction's write to one model; made by `write_model`, never kept after it."""
 
-    def __init__(self, conn: Connection, live: LiveModel) -> None:
+    def __init__(
+        self, conn: Connection, live: LiveModel, limits: TokenLimits = NO_TOKEN_LIMITS
+    ) -> None:
         self.conn = conn
         self.live = live
+        self.limits = limits
         self.generation = lock_and_bump_generation(
             conn, live.id, created_at=live.created_at, epoch=live.epoch
         )
@@ -88,6 +141,9 @@ class ModelWrite:
         unknown = np.flatnonzero(distinct_ids < 0)
         new_texts = [distinct[position] for position in unknown.tolist()]
         if new_texts:
+            self.limits.check(
+                self.conn, self.live.id, new=len(new_texts), earlier=len(self._new_texts)
+            )
             first_id = allocate_token_ids(self.conn, self.live.id, len(new_texts))
             insert_tokens(
                 self.conn,
@@ -214,9 +270,15 @@ class ModelWrite:
 
 
 def write_model(
-    db: Database, models: LiveModels, live: LiveModel, work: Callable[[ModelWrite], T]
+    db: Database,
+    models: LiveModels,
+    live: LiveModel,
+    work: Callable[[ModelWrite], T],
+    *,
+    limits: TokenLimits = NO_TOKEN_LIMITS,
 ) -> T:
     """Run `work` on a write to `live` in one transaction; apply it to `live` after commit.
+    `limits` bound the new tokens it may add (TooManyNewTokens, nothing written).
 
     `work` may run more than once (the transaction is retried on a deadlock or a
     serialization failure); each run gets a fresh write, and only the committed one is applied.
@@ -224,7 +286,7 @@ def write_model(
     writes: list[ModelWrite] = []
 
     def run(conn: Connection) -> T:
-        write = ModelWrite(conn, live)
+        write = ModelWrite(conn, live, limits)
         writes[:] = [write]
         result = work(write)
         write.store()
@@ -240,6 +302,8 @@ def write_models(
     models: LiveModels,
     lives: Sequence[LiveModel],
     work: Callable[[list[ModelWrite]], T],
+    *,
+    limits: TokenLimits = NO_TOKEN_LIMITS,
 ) -> T:
     """`write_model` for several models in one transaction (feedback that trains a personal
     model and the model backing it: both or neither). `work` gets one write per model, in the
@@ -247,7 +311,9 @@ def write_models(
     writes: list[ModelWrite] = []
 
     def run(conn: Connection) -> T:
-        by_id = {live.id: ModelWrite(conn, live) for live in sorted(lives, key=lambda m: m.id)}
+        by_id = {
+            live.id: ModelWrite(conn, live, limits) for live in sorted(lives, key=lambda m: m.id)
+        }
         writes[:] = [by_id[live.id] for live in lives]
         result = work(list(writes))
         for write in writes:

@@ -65,10 +65,16 @@ def classify(
     message: Message,
     event_model: EventModel | None = None,
     explain: bool = False,
+    record_as: str | None = None,
 ) -> Classification:
     """Score one message; return its verdict and class probabilities."""
     return classify_batch(
-        rt, model_name=model_name, messages=[message], event_model=event_model, explain=explain
+        rt,
+        model_name=model_name,
+        messages=[message],
+        event_model=event_model,
+        explain=explain,
+        record_as=record_as,
     )[0]
 
 
@@ -80,8 +86,10 @@ def classify_batch(
     event_model: EventModel | None = None,
     explain: bool = False,
     processes: int = 1,
+    record_as: str | None = None,
 ) -> list[Classification]:
-    """Score several messages in one pass over the model; results in order.
+    """Score several messages in one pass over the model; results in order. `record_as`
+    names the tenant's key whose quota of classification records they count against.
 
     With `processes` > 1 a big batch is tokenized in that many worker processes (a pool kept
     for the life of this process), then scored here: tokenizing is 80 % of the work and holds
@@ -121,6 +129,7 @@ def classify_batch(
                 prepared,
                 event_model=event_model,
                 explain=explain,
+                record_as=record_as,
             )
     assert live is not None
     results, records = _score(
@@ -136,6 +145,7 @@ def classify_batch(
         live.id,
         records,
         Counter({"classified": len(results)}) + Counter(f"verdict:{r.verdict}" for r in results),
+        key_id=record_as,
     )
     return results
 
@@ -156,6 +166,7 @@ def _classify_blended(
     *,
     event_model: EventModel | None,
     explain: bool,
+    record_as: str | None = None,
 ) -> list[Classification]:
     """Score on the personal model's counts merged with its backing model's (see
     app/bayes/blend.py). Its floor of trained messages applies to the merged counts, so a new
@@ -203,7 +214,7 @@ def _classify_blended(
             events = Counter({"classified": len(results)}) + Counter(
                 f"verdict:{r.verdict}" for r in results
             )
-        rt.record_classifications(part.model_id, records, events)
+        rt.record_classifications(part.model_id, records, events, key_id=record_as)
     return results
 
 

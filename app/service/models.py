@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -49,6 +50,15 @@ class ModelInfo:
 # The fields of the backing relation a create or a change may give.
 RELATION_FIELDS = frozenset({"backed_by", "feedback_trains_backing"})
 
+# Which models the caller's API key may read, by name (every one without a key limited to
+# models). A model the key may not read is, to it, a model that does not exist: naming it as
+# `backed_by` is refused as a missing model would be, and no answer names it.
+MayRead = Callable[[str], bool]
+
+
+def every_model(_: str) -> bool:
+    return True
+
 
 def create_model(
     rt: Runtime,
@@ -57,9 +67,10 @@ def create_model(
     classes: list[str] | None,
     config: dict[str, Any],
     relation: dict[str, Any] | None = None,
+    may_read: MayRead = every_model,
 ) -> ModelInfo:
     """Create a model; ModelExists if the name is taken, InvalidConfig for bad options,
-    InvalidBacking for a backing relation that cannot be (see `_set_relation`)."""
+    InvalidBacking for a backing relation that cannot be (see `set_relation`)."""
     checked_classes = check_classes(classes) if classes is not None else DEFAULT_CLASSES
     _check_fields(config)
     parse_config(config, classes=checked_classes)  # refuse bad values before storing them
@@ -67,15 +78,21 @@ def create_model(
     def work(conn: Any) -> None:
         row = store.insert_model(conn, name=name, classes=checked_classes, config=config)
         if relation:
-            set_relation(conn, row, relation)
+            set_relation(conn, row, relation, may_read=may_read)
 
     rt.db.run(work)
-    return get_model(rt, name=name)
+    return get_model(rt, name=name, may_read=may_read)
 
 
-def set_relation(conn: Any, row: store.ModelRow, relation: dict[str, Any]) -> None:
+def set_relation(
+    conn: Any, row: store.ModelRow, relation: dict[str, Any], *, may_read: MayRead = every_model
+) -> None:
     """Set or clear the model backing `row` (`backed_by`: a name, or None to clear) and
     whether its feedback also trains that model.
+
+    `backed_by` must be a model the caller may read (`may_read`): backing a model on another
+    tenant's would let it read that tenant's counts through the blend. One it may not read is
+    refused exactly as a model that does not exist, before anything about it is looked up.
 
     One level only: a backing model is backed by none, and a model that backs others is
     backed by none, so there is never a chain nor a cycle. Both models have the same classes
@@ -86,6 +103,8 @@ def set_relation(conn: Any, row: store.ModelRow, relation: dict[str, Any]) -> No
         raise InvalidBacking(f"backed_by is a model name, got {backed_by!r}")
     if trains is not None and not isinstance(trains, bool):
         raise InvalidBacking(f"feedback_trains_backing is true or false, got {trains!r}")
+    if isinstance(backed_by, str) and backed_by != row.name and not may_read(backed_by):
+        raise _no_backing_model(backed_by)
     if isinstance(backed_by, str):
         locked = _lock_pair(conn, row.name, backed_by)
     else:
@@ -107,8 +126,8 @@ def set_relation(conn: Any, row: store.ModelRow, relation: dict[str, Any]) -> No
         backs = store.names_backed_by(conn, current.id)
         if backs:
             raise InvalidBacking(
-                f"model {row.name!r} backs {', '.join(backs)}; a model that backs others "
-                "cannot be backed itself (one level)"
+                f"model {row.name!r} backs {_names(backs, may_read)}; a model that backs "
+                "others cannot be backed itself (one level)"
             )
         if backing.classes != current.classes:
             raise InvalidBacking(
@@ -132,7 +151,20 @@ def _lock_pair(conn: Any, name: str, backed_by: str) -> dict[str, store.ModelRow
     except ModelNotFound as error:
         if backed_by == name:
             raise
-        raise InvalidBacking(f"backed_by: no model named {backed_by!r}") from error
+        raise _no_backing_model(backed_by) from error
+
+
+def _no_backing_model(name: str) -> InvalidBacking:
+    return InvalidBacking(f"backed_by: no model named {name!r}")
+
+
+def _names(names: list[str], may_read: MayRead) -> str:
+    """`names` as an answer may show them: those the caller may not read only counted."""
+    shown = [name for name in names if may_read(name)]
+    hidden = len(names) - len(shown)
+    if hidden:
+        shown.append(f"{hidden} model{'s' if hidden > 1 else ''} this API key may not read")
+    return ", ".join(shown)
 
 
 @dataclass(frozen=True)
@@ -173,7 +205,9 @@ def list_models(rt: Runtime, *, after: str | None = None, limit: int = 100) -> M
     return ModelPage(models=models, next=models[-1].name if len(found) > limit else None)
 
 
-def get_model(rt: Runtime, *, name: str) -> ModelInfo:
+def get_model(rt: Runtime, *, name: str, may_read: MayRead = every_model) -> ModelInfo:
+    """Read one model; `backs` names only the models the caller may read."""
+
     def read(conn: Any) -> ModelInfo:
         row = store.find_model(conn, name)
         class_docs, _ = read_class_totals(conn, row.id, len(row.classes))
@@ -189,7 +223,7 @@ def get_model(rt: Runtime, *, name: str) -> ModelInfo:
             if row.backed_by is None
             else store.model_names(conn, [row.backed_by]).get(row.backed_by),
             feedback_trains_backing=row.feedback_trains_backing,
-            backs=tuple(store.names_backed_by(conn, row.id)),
+            backs=tuple(name for name in store.names_backed_by(conn, row.id) if may_read(name)),
         )
 
     return rt.db.run(read, write=False)
@@ -201,10 +235,11 @@ def update_model(
     name: str,
     changes: dict[str, Any],
     relation: dict[str, Any] | None = None,
+    may_read: MayRead = every_model,
 ) -> ModelInfo:
     """Change some config options; `None` resets an option to its default. `relation` sets
-    (`backed_by`: a name) or clears (`backed_by`: None) the backing model, or
-    `feedback_trains_backing`."""
+    (`backed_by`: a name the caller `may_read`) or clears (`backed_by`: None) the backing
+    model, or `feedback_trains_backing`."""
     _check_fields(changes)
 
     def work(conn: Any) -> None:
@@ -216,14 +251,14 @@ def update_model(
             parse_config(merged, classes=row.classes)
             store.update_model_config(conn, row.id, merged)
         if relation:
-            set_relation(conn, row, relation)
+            set_relation(conn, row, relation, may_read=may_read)
 
     rt.db.run(work)
     rt.models.forget(name)
-    return get_model(rt, name=name)
+    return get_model(rt, name=name, may_read=may_read)
 
 
-def delete_model(rt: Runtime, *, name: str) -> list[str]:
+def delete_model(rt: Runtime, *, name: str, may_read: MayRead = every_model) -> list[str]:
     """Delete a model and all it learned; end the API keys limited to it alone. Return the
     ids of the keys ended."""
 
@@ -231,7 +266,7 @@ def delete_model(rt: Runtime, *, name: str) -> list[str]:
         model_id = store.lock_models(conn, [name])[name].id
         backed = store.names_backed_by(conn, model_id)
         if backed:
-            raise ModelBacksOthers(name, backed)
+            raise ModelBacksOthers(name, _names(backed, may_read))
         ended = store_keys.end_model_keys(conn, model_id)
         store.delete_model(conn, model_id)
         return ended

@@ -20,6 +20,7 @@ from app.config import Settings
 from app.errors import DatabaseUnavailable, StorageFull
 from app.live.models import LiveModels
 from app.live.records import ClassificationLog
+from app.live.write import TokenLimits
 from app.service.messages import Message, PreparedMessage, prepare
 from app.service.model_config import parse_config
 from app.store.engine import Database
@@ -40,6 +41,18 @@ def tokenizer_limits(settings: Settings) -> TokenizerLimits:
         max_mime_parts=settings.max_mime_parts,
         max_token_chars=settings.max_token_chars,
         max_distinct_tokens=settings.max_distinct_tokens,
+    )
+
+
+def token_limits(settings: Settings) -> TokenLimits:
+    """The bounds on new tokens of `settings`, for training. Between two expiry runs (every
+    5 minutes) a model with a token maximum may grow past it by the maximum again, or by one
+    request's worth of new tokens where that is more (a small maximum must not refuse the
+    next message), no further."""
+    maximum = settings.max_tokens_per_model
+    return TokenLimits(
+        new_per_write=settings.max_new_tokens_per_request,
+        per_model=maximum + max(maximum, settings.max_new_tokens_per_request) if maximum else 0,
     )
 
 
@@ -72,8 +85,10 @@ class Runtime:
             self.db,
             retention_days=settings.retention_days,
             max_records=settings.max_buffered_records,
+            max_records_per_key=settings.max_records_per_key,
         )
         self.limits = tokenizer_limits(settings)
+        self.token_limits = token_limits(settings)
 
     def prepare(
         self, message: Message, budget: Literal["classify", "train"] | None = None
@@ -96,9 +111,15 @@ class Runtime:
         return self.log.retention_start()
 
     def record_classifications(
-        self, model_id: int, records: list[ClassificationRecord], events: Counter[str]
+        self,
+        model_id: int,
+        records: list[ClassificationRecord],
+        events: Counter[str],
+        *,
+        key_id: str | None = None,
     ) -> None:
-        self.log.record(model_id, records, events)
+        """Keep `records` for feedback (within `key_id`'s quota, for a tenant's key)."""
+        self.log.record(model_id, records, events, key_id=key_id)
 
     def flush_classifications(self, model_id: int | None = None) -> None:
         """Write buffered classification records and counters (only `model_id`'s records)."""

@@ -212,7 +212,7 @@ def _apply_feedback(
         backing_work(writes[1])
         return replace(result, models=(live.name, backing_live.name))
 
-    return write_models(rt.db, rt.models, [live, backing_live], work)
+    return write_models(rt.db, rt.models, [live, backing_live], work, limits=rt.token_limits)
 
 
 def _backing_of(rt: Runtime, live: LiveModel) -> ModelRow | None:
@@ -285,8 +285,9 @@ def _write(
     For feedback, `feedback_verdict` is the verdict the message got when classified; a label
     that differs from it, or from the label the message was trained with, is a correction.
     """
+    rt.token_limits.check_before(live, [text for item in items for text in item.token_texts or ()])
     work = _training(live, items, events=events, feedback_verdict=feedback_verdict)
-    return write_model(rt.db, rt.models, live, work)
+    return write_model(rt.db, rt.models, live, work, limits=rt.token_limits)
 
 
 def _training(

@@ -624,6 +624,26 @@ def read_token_ages(conn: Connection, model_id: int) -> TokenAges:
     return TokenAges(*(rows[:, column].copy() for column in range(5)))
 
 
+def changed_since(
+    conn: Connection, model_id: int, token_ids: Sequence[int], generation: int
+) -> IntArray:
+    """Which of `token_ids` had a count changed after `generation` (sorted)."""
+    changed: set[int] = set()
+    for start in range(0, len(token_ids), LOOKUP_CHUNK):
+        chunk = list(token_ids[start : start + LOOKUP_CHUNK])
+        changed.update(
+            int(token_id)
+            for (token_id,) in conn.execute(
+                select(token_counts.c.token_id).where(
+                    token_counts.c.model_id == model_id,
+                    token_counts.c.token_id.in_(chunk),
+                    token_counts.c.generation > generation,
+                )
+            )
+        )
+    return np.array(sorted(changed), dtype=np.int64)
+
+
 def delete_tokens(conn: Connection, model_id: int, token_ids: Sequence[int]) -> None:
     """Delete tokens and their count rows; their ids are never given out again."""
     for start in range(0, len(token_ids), LOOKUP_CHUNK):

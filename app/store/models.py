@@ -289,6 +289,13 @@ def allocate_token_ids(conn: Connection, model_id: int, count: int) -> int:
     return int(end) - count
 
 
+def read_vocabulary(conn: Connection, model_id: int) -> int:
+    """The model's vocabulary size: tokens with a trained message (under the model's lock)."""
+    return int(
+        conn.execute(select(models.c.vocabulary).where(models.c.id == model_id)).scalar_one()
+    )
+
+
 def add_vocabulary(conn: Connection, model_id: int, change: int) -> None:
     """Move the model's vocabulary size by `change` (under the model's lock)."""
     if change:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from app.api.auth import AUTH_ERRORS, requires
+from app.api.auth import AUTH_ERRORS, request_key, requires
 from app.api.deps import (
     ClassifyBatchInput,
     ClassifyInput,
@@ -27,7 +27,6 @@ from app.api.schemas import (
     TrainResponse,
 )
 from app.service.classification import classify, classify_batch
-from app.service.keys import ApiKey
 from app.service.runtime import Runtime
 from app.service.training import apply_feedback, forget, train, train_batch
 
@@ -49,19 +48,33 @@ def _train(rt: Runtime, name: str, body: TrainInput) -> TrainResponse:
     return TrainResponse.of(train(rt, model_name=name, message=message, label=label))
 
 
-def _classify(rt: Runtime, name: str, body: ClassifyInput) -> ClassifyResponse:
+def _record_as(request: Request) -> str | None:
+    """The key whose quota of classification records this request's count against: a key
+    limited to models (a tenant's); None for a key for every model, or no key."""
+    key = request_key(request)
+    return key.key_id if key is not None and key.models is not None else None
+
+
+def _classify(rt: Runtime, name: str, body: ClassifyInput, request: Request) -> ClassifyResponse:
     if isinstance(body, tuple):
         message, event_model, explain = body
     else:
         message, event_model, explain = body.to_message(), body.event_model, body.explain
     return ClassifyResponse.of(
-        classify(rt, model_name=name, message=message, event_model=event_model, explain=explain)
+        classify(
+            rt,
+            model_name=name,
+            message=message,
+            event_model=event_model,
+            explain=explain,
+            record_as=_record_as(request),
+        )
     )
 
 
 def _feedback(rt: Runtime, name: str, body: FeedbackInput, request: Request) -> TrainResponse:
     label, message_id, message = body
-    key: ApiKey | None = getattr(request.state, "api_key", None)
+    key = request_key(request)
 
     def may_train(model_name: str) -> bool:
         """Whether the request's key may train `model_name` (feedback on a personal model may
@@ -113,10 +126,12 @@ def train_messages(name: ModelName, body: TrainBatchInput, rt: RuntimeDep) -> Tr
     responses=CLASSIFY_ERRORS,
     openapi_extra=message_body_openapi("ClassifyRequest"),
 )
-def classify_message(name: ModelName, body: ClassifyInput, rt: RuntimeDep) -> ClassifyResponse:
+def classify_message(
+    name: ModelName, body: ClassifyInput, rt: RuntimeDep, request: Request
+) -> ClassifyResponse:
     """Score one message: verdict (spam / ham / unsure), class probabilities and, with
     `explain`, the tokens that moved the verdict most."""
-    return _classify(rt, name, body)
+    return _classify(rt, name, body, request)
 
 
 @router.post(
@@ -126,7 +141,7 @@ def classify_message(name: ModelName, body: ClassifyInput, rt: RuntimeDep) -> Cl
     openapi_extra=json_body_openapi("ClassifyBatchRequest"),
 )
 def classify_messages(
-    name: ModelName, body: ClassifyBatchInput, rt: RuntimeDep
+    name: ModelName, body: ClassifyBatchInput, rt: RuntimeDep, request: Request
 ) -> ClassifyBatchResponse:
     """Score several messages in one pass; results in the order sent."""
     results = classify_batch(
@@ -135,6 +150,7 @@ def classify_messages(
         messages=[item.to_message() for item in body.items],
         event_model=body.event_model,
         explain=body.explain,
+        record_as=_record_as(request),
     )
     return ClassifyBatchResponse(results=[ClassifyResponse.of(result) for result in results])
 
@@ -181,10 +197,10 @@ def train_short(body: TrainInput, rt: RuntimeDep, model: ModelQuery = "default")
     openapi_extra=message_body_openapi("ClassifyRequest"),
 )
 def classify_short(
-    body: ClassifyInput, rt: RuntimeDep, model: ModelQuery = "default"
+    body: ClassifyInput, rt: RuntimeDep, request: Request, model: ModelQuery = "default"
 ) -> ClassifyResponse:
     """Classify one message with the model `?model=` (default `default`)."""
-    return _classify(rt, model, body)
+    return _classify(rt, model, body, request)
 
 
 @short_forms.post(

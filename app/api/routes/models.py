@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from app.api.auth import AUTH_ERRORS, requires
+from app.api.auth import AUTH_ERRORS, may_read, request_key, requires
 from app.api.deps import (
     CreateModelInput,
     ModelName,
@@ -18,7 +18,6 @@ from app.api.error_responses import error_responses
 from app.api.schemas import ModelList, ModelResponse
 from app.errors import NotConfirmed
 from app.service.dashboard import model_stats
-from app.service.keys import ApiKey
 from app.service.models import (
     MAX_PAGE,
     create_model,
@@ -39,14 +38,16 @@ router = APIRouter(
     responses=error_responses(409, 415, 422, 503),
     openapi_extra=json_body_openapi("CreateModelRequest"),
 )
-def create(body: CreateModelInput, rt: RuntimeDep) -> ModelResponse:
-    """Create a named filter (one per domain, per user …) with its classes and options."""
+def create(body: CreateModelInput, rt: RuntimeDep, request: Request) -> ModelResponse:
+    """Create a named filter (one per domain, per user …) with its classes and options.
+    `backed_by` names a model this API key may use, else it is refused as a missing one."""
     info = create_model(
         rt,
         name=body.name,
         classes=body.classes,
         config=body.options(),
         relation=body.relation(),
+        may_read=may_read(request),
     )
     return ModelResponse.of(info)
 
@@ -64,9 +65,9 @@ def list_all(
 
 
 @router.get("/{name}", responses=error_responses(404, 422, 503))
-def read(name: ModelName, rt: RuntimeDep) -> ModelResponse:
+def read(name: ModelName, rt: RuntimeDep, request: Request) -> ModelResponse:
     """Read one model's options and message counts."""
-    return ModelResponse.of(get_model(rt, name=name))
+    return ModelResponse.of(get_model(rt, name=name, may_read=may_read(request)))
 
 
 @router.patch(
@@ -74,12 +75,20 @@ def read(name: ModelName, rt: RuntimeDep) -> ModelResponse:
     responses=error_responses(404, 415, 422, 503),
     openapi_extra=json_body_openapi("UpdateModelRequest"),
 )
-def change(name: ModelName, body: UpdateModelInput, rt: RuntimeDep) -> ModelResponse:
+def change(
+    name: ModelName, body: UpdateModelInput, rt: RuntimeDep, request: Request
+) -> ModelResponse:
     """Change options (thresholds, event model, alpha …); `null` resets one to its default.
     Counts are kept: no retraining is needed. `backed_by` sets or (`null`) clears the model
-    backing this one."""
+    backing this one: a model this API key may use, else it is refused as a missing one."""
     return ModelResponse.of(
-        update_model(rt, name=name, changes=body.options(), relation=body.relation())
+        update_model(
+            rt,
+            name=name,
+            changes=body.options(),
+            relation=body.relation(),
+            may_read=may_read(request),
+        )
     )
 
 
@@ -122,7 +131,7 @@ def remove(
             f"deleting model {name!r} drops everything it learned; "
             f"repeat its name as ?confirm={name} to delete it"
         )
-    ended = delete_model(rt, name=name)
+    ended = delete_model(rt, name=name, may_read=may_read(request))
     request.app.state.key_guard.invalidate()
     headers = {ENDED_KEYS_HEADER: ",".join(ended)} if ended else None
     return Response(status_code=204, headers=headers)
@@ -134,7 +143,8 @@ def stats(name: ModelName, rt: RuntimeDep, request: Request) -> dict[str, Any]:
     of the whole database (`database_bytes`), which a key limited to some models is not shown:
     it would tell the volume of the other models."""
     answer = model_stats(rt, model_name=name)
-    key: ApiKey | None = getattr(request.state, "api_key", None)
+    key = request_key(request)
     if key is not None and key.models is not None:
         del answer["database_bytes"]
+        answer["backs"] = [backed for backed in answer.get("backs", []) if key.may_use(backed)]
     return answer
