@@ -336,3 +336,8 @@ class Liveness(Health):
     token_core: Literal["python", "compiled"] = Field(
         description="the tokenizer this process runs: the compiled core or the pure-Python one"
     )
+    database: Literal["ok", "unavailable", "storage_full"] = Field(
+        description="what this process's last transaction met (no query is made): ok, "
+        "unavailable (unreachable, or locked beyond the budget) or storage_full (writes are "
+        "refused with 507, reads go on); /readyz asks the database itself"
+    )

@@ -22,6 +22,7 @@ from app.live.models import LiveModels
 from app.live.records import ClassificationLog
 from app.service.messages import Message, PreparedMessage, prepare
 from app.service.model_config import parse_config
+from app.service.stats_cache import StatsCache
 from app.store.engine import Database
 from app.store.ledger import ClassificationRecord
 from app.text import TokenizerLimits
@@ -74,6 +75,7 @@ class Runtime:
             max_records=settings.max_buffered_records,
         )
         self.limits = tokenizer_limits(settings)
+        self.stats = StatsCache()  # the dashboard's figures, per model generation
 
     def prepare(
         self, message: Message, budget: Literal["classify", "train"] | None = None
