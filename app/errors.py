@@ -14,7 +14,8 @@ SpamsiftError
 ├── Conflict                ("conflict")
 │   ├── ModelExists         ("model_exists")
 │   ├── NotTrained          ("not_trained")
-│   └── ModelBacksOthers    deleting a model other models are backed by ("model_backs_others")
+│   ├── ModelBacksOthers    deleting a model other models are backed by ("model_backs_others")
+│   └── LastAdminKey        revoking the key that alone can manage the others ("last_admin_key")
 ├── MessageTooLarge         ("message_too_large")
 ├── BatchTooLarge           ("batch_too_large")
 ├── Unauthorized            no API key, or an unknown or revoked one ("unauthorized")
@@ -103,6 +104,10 @@ class ModelBacksOthers(Conflict):
             "(or delete them) first"
         )
         self.backed = backed
+
+
+class LastAdminKey(Conflict):
+    code = "last_admin_key"
 
 
 class MessageTooLarge(SpamsiftError):
