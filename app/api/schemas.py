@@ -161,6 +161,11 @@ class ModelResponse(BaseModel):
         default_factory=list,
         description="the models this one backs (in a model list: not given, empty)",
     )
+    defaults: dict[str, Any] | None = Field(
+        default=None,
+        description="the value each option takes when not set (the server's own for "
+        "min_learns and min_train_tokens); given when one model is read",
+    )
 
     @classmethod
     def of(cls, info: ModelInfo) -> ModelResponse:
