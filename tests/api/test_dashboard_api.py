@@ -225,3 +225,18 @@ def test_the_page_and_its_files_carry_a_strict_policy(client: TestClient) -> Non
 @pytest.mark.parametrize("name", ["nothing.js", "..%2Fmain.py", "__init__.py", ".hidden.js"])
 def test_only_the_page_files_are_served(client: TestClient, name: str) -> None:
     assert client.get(f"/ui/{name}").status_code == 404
+
+
+def test_a_model_read_alone_gives_every_options_default(
+    client: TestClient, settings: Settings
+) -> None:
+    client.patch("/v1/models/default", json={"alpha": 0.5, "min_learns": 3})
+    model = client.get("/v1/models/default").json()
+    listed = client.get("/v1/models").json()["models"][0]
+
+    assert set(model["defaults"]) == set(model["config"])
+    assert model["config"]["alpha"] == 0.5
+    assert model["defaults"]["alpha"] == 1.0
+    assert model["defaults"]["min_learns"] == settings.min_learns
+    assert model["defaults"]["min_train_tokens"] == settings.min_train_tokens
+    assert listed["defaults"] is None  # a list gives the options alone
