@@ -14,7 +14,8 @@ SpamsiftError
 ├── Conflict                ("conflict")
 │   ├── ModelExists         ("model_exists")
 │   ├── NotTrained          ("not_trained")
-│   └── ModelBacksOthers    deleting a model other models are backed by ("model_backs_others")
+│   ├── ModelBacksOthers    deleting a model other models are backed by ("model_backs_others")
+│   └── LastAdminKey        revoking the key that alone can manage the others ("last_admin_key")
 ├── MessageTooLarge         ("message_too_large")
 ├── BatchTooLarge           ("batch_too_large")
 ├── TooManyNewTokens        a write would add more tokens than allowed ("too_many_new_tokens")
@@ -104,6 +105,10 @@ class ModelBacksOthers(Conflict):
             f"model {name!r} backs the models {backed}: clear their backed_by "
             "(or delete them) first"
         )
+
+
+class LastAdminKey(Conflict):
+    code = "last_admin_key"
 
 
 class MessageTooLarge(SpamsiftError):

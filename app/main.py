@@ -35,7 +35,6 @@ from app.config import Settings
 from app.service.keys import KeyGuard
 from app.service.runtime import Runtime
 
-DOCS_ASSETS_URL = "/docs-assets"  # swagger-ui and redoc scripts, styles and icon
 DESCRIPTION = """A self-hosted naive Bayes spam filter. Mail servers classify each message;
 users' "mark as spam / not spam" clicks train it. Errors are
 `{"error": {"code": "...", "message": "..."}}`."""
@@ -76,7 +75,8 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         # No 307 from /v1/models/ to /v1/models: Starlette builds that Location from the
         # client's Host header, which would send a browser wherever the request named.
         redirect_slashes=False,
-        static_url=DOCS_ASSETS_URL,
+        static_url=ui.DOCS_ASSETS_URL,
+        redoc_url=None,  # served by app.api.routes.ui, with a Content-Security-Policy
         dependencies=[Depends(reject_unknown_query)],
     )
     # Starlette's request body limit, here rather than as FastAPI(max_body_size=...) so that it

@@ -161,6 +161,11 @@ class ModelResponse(BaseModel):
         default_factory=list,
         description="the models this one backs (in a model list: not given, empty)",
     )
+    defaults: dict[str, Any] | None = Field(
+        default=None,
+        description="the value each option takes when not set (the server's own for "
+        "min_learns and min_train_tokens); given when one model is read",
+    )
 
     @classmethod
     def of(cls, info: ModelInfo) -> ModelResponse:
@@ -335,4 +340,9 @@ class Health(BaseModel):
 class Liveness(Health):
     token_core: Literal["python", "compiled"] = Field(
         description="the tokenizer this process runs: the compiled core or the pure-Python one"
+    )
+    database: Literal["ok", "unavailable", "storage_full"] = Field(
+        description="what this process's last transaction met (no query is made): ok, "
+        "unavailable (unreachable, or locked beyond the budget) or storage_full (writes are "
+        "refused with 507, reads go on); /readyz asks the database itself"
     )

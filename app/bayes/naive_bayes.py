@@ -28,8 +28,8 @@ import scipy.sparse
 from numpy.typing import ArrayLike, NDArray
 
 from app.bayes import robinson_fisher
-from app.bayes.counts import BoolArray, CountTable, FloatArray, IntArray, _as_csr
-from app.bayes.tokens import grown_capacity
+from app.bayes.counts import BoolArray, CountArray, CountTable, FloatArray, IntArray, _as_csr
+from app.bayes.tokens import TokenIndex, grown_capacity
 from app.bayes.vocabulary import candidate_mask, vocabulary_mask
 
 EventModel = Literal["multinomial", "bernoulli", "robinson-fisher"]
@@ -744,21 +744,47 @@ def top_tokens(
         min_df=config.min_df,
         max_vocab=config.max_vocab,
         stop_words=config.stop_words,
+        # Stop words looked up, not every token's text compared: 2.6 s on 694,467 tokens.
+        token_lookup=partial(table.lookup, exact=True),
     )
-    token_ids = np.flatnonzero(mask)
+    return top_tokens_of(
+        table.token_docs,
+        table.token_terms,
+        table.class_docs,
+        table.classes,
+        table.tokens,
+        np.flatnonzero(mask),
+        config,
+        limit=limit,
+    )
+
+
+def top_tokens_of(
+    token_docs: CountArray,
+    token_terms: CountArray,
+    class_docs: IntArray,
+    classes: Sequence[str],
+    tokens: TokenIndex,
+    token_ids: IntArray,
+    config: NaiveBayesConfig,
+    *,
+    limit: int = 20,
+) -> dict[str, list[tuple[str, float]]]:
+    """`top_tokens` over count arrays (n_classes, n_tokens) and the ids of V, `token_ids`:
+    for a copy of a table's arrays, ranked while the table itself goes on changing."""
     alpha = config.alpha
     ratios: FloatArray
     if config.event_model == "robinson-fisher":
-        if set(table.classes) != SPAM_CLASSES:
+        if set(classes) != SPAM_CLASSES:
             raise ValueError(
-                f"robinson-fisher needs the classes ['ham', 'spam'], got {list(table.classes)}"
+                f"robinson-fisher needs the classes ['ham', 'spam'], got {list(classes)}"
             )
-        spam, ham = table.class_index("spam"), table.class_index("ham")
+        spam, ham = list(classes).index("spam"), list(classes).index("ham")
         f, g = robinson_fisher.token_probabilities(
-            table.token_docs[spam, token_ids],
-            table.token_docs[ham, token_ids],
-            spam_messages=int(table.class_docs[spam]),
-            ham_messages=int(table.class_docs[ham]),
+            token_docs[spam, token_ids],
+            token_docs[ham, token_ids],
+            spam_messages=int(class_docs[spam]),
+            ham_messages=int(class_docs[ham]),
             strength=config.rf_strength,
             assumed=config.rf_assumed,
         )
@@ -766,7 +792,7 @@ def top_tokens(
         ratios[spam] = np.log(f) - np.log(g)
         ratios[ham] = -ratios[spam]
     elif config.event_model == "multinomial":
-        terms = table.token_terms[:, token_ids].astype(np.float64)
+        terms = token_terms[:, token_ids].astype(np.float64)
         others = terms.sum(axis=0) - terms
         class_totals = terms.sum(axis=1, keepdims=True)
         other_totals = class_totals.sum() - class_totals
@@ -775,23 +801,44 @@ def top_tokens(
             np.log(others + alpha) - np.log(other_totals + smoothing)
         )
     else:
-        docs = table.token_docs[:, token_ids].astype(np.float64)
+        docs = token_docs[:, token_ids].astype(np.float64)
         others = docs.sum(axis=0) - docs
-        messages = table.class_docs.astype(np.float64)[:, None]
+        messages = np.asarray(class_docs, dtype=np.float64)[:, None]
         other_messages = messages.sum() - messages
         ratios = (np.log(docs + alpha) - np.log(messages + 2 * alpha)) - (
             np.log(others + alpha) - np.log(other_messages + 2 * alpha)
         )
-    result: dict[str, list[tuple[str, float]]] = {}
-    for class_index, name in enumerate(table.classes):
-        row = ratios[class_index]
-        positive = np.flatnonzero(row > 0)
-        ranked = sorted(
-            ((table.tokens[token_ids[i]], float(row[i])) for i in positive.tolist()),
-            key=lambda item: (-item[1], item[0]),
-        )
-        result[name] = ranked[:limit]
-    return result
+    return {
+        name: _strongest(ratios[class_index], token_ids, tokens, limit)
+        for class_index, name in enumerate(classes)
+    }
+
+
+def _strongest(
+    row: FloatArray, token_ids: IntArray, tokens: TokenIndex, limit: int
+) -> list[tuple[str, float]]:
+    """The `limit` positive entries of `row` ranked by (-ratio, token text), as a full sort
+    of every positive one would rank them, with texts made only for the few that can rank:
+    those above the limit-th ratio, and the first by text of the ones equal to it. Sorting
+    every positive token took 6.5 s of the 9.8 s stats of the spamassassin corpus's model
+    (694,467 tokens; cProfile of `model_stats`); this takes 0.06 s."""
+    positive = np.flatnonzero(row > 0)
+    if limit <= 0 or positive.size == 0:
+        return []
+    if positive.size > limit:
+        values = row[positive]
+        cutoff = np.partition(values, values.size - limit)[values.size - limit]
+        above = positive[values > cutoff]
+        tied = positive[values == cutoff]
+        first = tokens.first_by_text(token_ids[tied], limit - above.size)
+        chosen = above.tolist() + tied[np.isin(token_ids[tied], first)].tolist()
+    else:
+        chosen = positive.tolist()
+    ranked = sorted(
+        ((tokens[int(token_ids[i])], float(row[i])) for i in chosen),
+        key=lambda item: (-item[1], item[0]),
+    )
+    return ranked[:limit]
 
 
 # --------------------------------------------------------------------- helpers

@@ -33,6 +33,7 @@ id.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterator, Sequence
 from itertools import repeat
 from typing import Any, TypeVar, overload
@@ -433,6 +434,46 @@ class TokenIndex(Sequence[str]):
         self._recent_hashes = np.zeros(0, dtype=np.int64)
         self._recent_ids = np.zeros(0, dtype=np.int64)
         self._hashes, self._hash_ids = _inserted(self._hashes, self._hash_ids, hashes, token_ids)
+
+    def first_by_text(self, token_ids: IntArray, k: int) -> list[int]:
+        """Return the ids among `token_ids` of the k texts first in code-point order, in no
+        particular order.
+
+        UTF-8 orders bytes as code points: texts are compared 8 bytes at a time as integers
+        in numpy, and made as str only for the few still tied at the cut. Making the text of
+        every one of 173,474 tied tokens took 1.6 s (a million-token model's stats).
+        """
+        chosen: list[int] = []
+        candidates = np.asarray(token_ids, dtype=np.int64)
+        offset = 0
+        longest = int(self._lengths[candidates].max()) if candidates.size else 0
+        blob = np.frombuffer(self._blob, dtype=np.uint8)
+        try:
+            while candidates.size > k - len(chosen) > 0 and offset < longest:
+                need = k - len(chosen)
+                prefixes = self._prefixes(blob, candidates, offset)
+                cut = np.partition(prefixes, need - 1)[need - 1]
+                chosen.extend(candidates[prefixes < cut].tolist())  # fewer than `need`
+                candidates = candidates[prefixes == cut]
+                offset += 8
+        finally:
+            del blob  # the bytearray cannot grow while a view of it exists
+        need = k - len(chosen)
+        return chosen + heapq.nsmallest(need, candidates.tolist(), key=self._text)
+
+    def _prefixes(
+        self, blob: NDArray[np.uint8], token_ids: IntArray, offset: int
+    ) -> NDArray[np.uint64]:
+        """Bytes offset..offset+7 of each text as a big-endian integer, 0-padded past its end."""
+        starts = self._starts[token_ids].astype(np.int64) + offset
+        left = self._lengths[token_ids].astype(np.int64) - offset
+        prefixes = np.zeros(token_ids.size, dtype=np.uint64)
+        for position in range(8):
+            present = left > position
+            byte = np.zeros(token_ids.size, dtype=np.uint64)
+            byte[present] = blob[starts[present] + position]
+            prefixes = (prefixes << np.uint64(8)) | byte
+        return prefixes
 
     # ----------------------------------------------------------------- internals
 

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-import numpy as np
 from sqlalchemy import Connection
 
-from app.bayes.naive_bayes import top_tokens
-from app.bayes.vocabulary import select_vocabulary
-from app.errors import ModelNotFound
+from app.errors import DatabaseUnavailable, ModelNotFound, StorageFull
 from app.live.models import LiveModel
 from app.service.classification import min_learns_of, training_warnings
 from app.service.runtime import Runtime
+from app.service.stats_cache import DatabaseFigures
 from app.store.activity import last_event_hour, read_activity_hours, sum_activity
 from app.store.counts import read_class_totals
 from app.store.models import find_model_by_id, names_backed_by
@@ -30,70 +29,89 @@ RANGES: dict[str, tuple[Literal["hour", "day"], int]] = {
 
 
 def model_stats(rt: Runtime, *, model_name: str) -> dict[str, Any]:
-    """Return counts, vocabulary, strongest tokens and activity for one model."""
-    rt.flush_classifications()
-    live = rt.models.get(model_name)
-    rt.models.sync(live)
+    """Return counts, vocabulary, strongest tokens and activity for one model.
+
+    While the database cannot be written (full) or read (down), the answer still comes, from
+    the model held in memory and the database figures last read (`database.read_at`), with
+    `database.status` saying so: "storage_full" or "unavailable" ("ok" otherwise). Only a
+    model this process has not read yet is then 503.
+    """
+    with suppress(StorageFull, DatabaseUnavailable):  # the records stay buffered meanwhile
+        rt.flush_classifications()
+    from_memory = False
+    try:
+        live = rt.models.get(model_name)
+        rt.models.sync(live)
+    except DatabaseUnavailable:
+        held = rt.models.held(model_name)
+        if held is None:
+            raise
+        live, from_memory = held, True
+    tokens = rt.stats.token_figures(live, limit=TOP_TOKENS)
     with live.lock:
-        table = live.table
         config = live.classifier.config
-        present = int(np.count_nonzero(table.token_docs.sum(axis=0)))
-        effective = int(
-            np.count_nonzero(
-                select_vocabulary(
-                    table,
-                    min_df=config.min_df,
-                    max_vocab=config.max_vocab,
-                    stop_words=config.stop_words,
-                )
-            )
-        )
-        classes = {
-            label: {"messages": int(docs), "terms": int(terms)}
-            for label, docs, terms in zip(
-                live.classes, table.class_docs.tolist(), table.class_terms.tolist(), strict=True
-            )
-        }
-        trained = all(n > 0 for n in table.class_docs.tolist())
-        strongest = top_tokens(table, config, limit=TOP_TOKENS) if trained else {}
+        class_docs = live.table.class_docs.tolist()
+        class_terms = live.table.class_terms.tolist()
         generation = live.synced_generation
-        min_learns = min_learns_of(rt, live)
-        warnings = training_warnings(live.classes, table.class_docs.tolist(), min_learns)
-
-    now = datetime.now(UTC)
-
-    def read(conn: Connection) -> tuple[dict[str, Any], datetime | None, dict[str, Any]]:
-        periods = {
-            period: _activity(
-                sum_activity(conn, live.id, since=None if span is None else now - span),
-                live.classes,
-            )
-            for period, span in PERIODS.items()
-        }
-        return periods, last_event_hour(conn, live.id, "trained"), _relation(conn, live)
-
-    activity, last_trained_hour, relation = rt.db.run(read, write=False)
-    if relation["blend"] is not None:  # the floor applies to the blend's counts (classify)
-        warnings = training_warnings(
-            live.classes, list(relation["blend"]["messages"].values()), min_learns
-        )
+    classes = {
+        label: {"messages": int(docs), "terms": int(terms)}
+        for label, docs, terms in zip(live.classes, class_docs, class_terms, strict=True)
+    }
+    min_learns = min_learns_of(rt, live)
+    try:
+        database = _read_database_figures(rt, live)
+    except DatabaseUnavailable:
+        kept = rt.stats.database_figures(live.name)
+        if kept is None or kept.model_id != live.id:
+            raise
+        database, from_memory = kept, True
+    blend = database.figures["blend"]
+    # The floor applies to the counts classify uses: the blend's, for a backed model.
+    class_messages = class_docs if blend is None else list(blend["messages"].values())
     return {
         "model": live.name,
         "generation": generation,
         "event_model": config.event_model,
         "classes": classes,
         "min_learns": min_learns,
-        "warnings": list(warnings),
-        "vocabulary": {"tokens": present, "effective": effective},
+        "warnings": list(training_warnings(live.classes, class_messages, min_learns)),
+        "vocabulary": {"tokens": tokens.tokens, "effective": tokens.effective},
         "top_tokens": {
             label: [{"token": token, "weight": round(float(weight), 4)} for token, weight in ranked]
-            for label, ranked in strongest.items()
+            for label, ranked in tokens.top.items()
         },
-        "activity": activity,
-        "last_trained_hour": None if last_trained_hour is None else last_trained_hour.isoformat(),
-        "database_bytes": rt.db.size_bytes(),
-        **relation,
+        **database.figures,
+        "database": {
+            "status": "unavailable" if from_memory else rt.db.condition,
+            "read_at": database.read_at.isoformat(),
+        },
     }
+
+
+def _read_database_figures(rt: Runtime, live: LiveModel) -> DatabaseFigures:
+    """Read the model's activity, relations and the database's size, and keep them."""
+    now = datetime.now(UTC)
+
+    def read(conn: Connection) -> dict[str, Any]:
+        activity = {
+            period: _activity(
+                sum_activity(conn, live.id, since=None if span is None else now - span),
+                live.classes,
+            )
+            for period, span in PERIODS.items()
+        }
+        last_trained = last_event_hour(conn, live.id, "trained")
+        return {
+            "activity": activity,
+            "last_trained_hour": None if last_trained is None else last_trained.isoformat(),
+            **_relation(conn, live),
+        }
+
+    figures = rt.db.run(read, write=False)
+    figures["database_bytes"] = rt.db.size_bytes()
+    kept = DatabaseFigures(model_id=live.id, read_at=now, figures=figures)
+    rt.stats.keep_database_figures(live.name, kept)
+    return kept
 
 
 def _relation(conn: Connection, live: LiveModel) -> dict[str, Any]:

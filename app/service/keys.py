@@ -27,7 +27,7 @@ from typing import Literal
 
 from sqlalchemy import Connection
 
-from app.errors import Conflict, DatabaseUnavailable, InvalidInput, NotFound
+from app.errors import Conflict, DatabaseUnavailable, InvalidInput, LastAdminKey, NotFound
 from app.service.models import MODEL_NAME_PATTERN
 from app.store import keys as store
 from app.store.engine import Database
@@ -125,8 +125,12 @@ def create_key(
     scopes: Iterable[str],
     models: Iterable[str] | None = None,
     name: str = "",
+    over_http: bool = False,
 ) -> tuple[str, ApiKey]:
     """Make a key; return it (shown this once, stored only hashed) and its listing.
+
+    `over_http`, a request made it: while no admin key for every model exists, only one may
+    be made (see `keep_its_maker_in`).
 
     `models` limits the key to those models, which must exist; the key is bound to them, not
     to their names (a model deleted and made again is another model). None allows every model.
@@ -137,6 +141,8 @@ def create_key(
         raise InvalidInput(f"a key name has at most {MAX_NAME_CHARS} characters, got {len(name)}")
 
     def work(conn: Connection) -> tuple[str, ApiKey]:
+        if over_http:
+            keep_its_maker_in(conn, checked_scopes, checked_models)
         # ModelNotFound for a name that is no model: a typo would make a useless key.
         model_ids = (
             None
@@ -185,8 +191,12 @@ def list_keys(db: Database) -> list[ApiKey]:
     return [_key(row) for row in db.run(store.list_keys, write=False)]
 
 
-def revoke_key(db: Database, *, key: str) -> ApiKey:
-    """Revoke a key named by its key id (as `keys list` shows it) or given whole."""
+def revoke_key(db: Database, *, key: str, over_http: bool = False) -> ApiKey:
+    """Revoke a key named by its key id (as `keys list` shows it) or given whole.
+
+    The last admin key for every model is not revoked while other keys remain (see
+    `keep_an_admin_key`); `over_http`, not even when it is the last key of all.
+    """
 
     def work(conn: Connection) -> ApiKey:
         row = store.find_key(conn, key)
@@ -196,12 +206,59 @@ def revoke_key(db: Database, *, key: str) -> ApiKey:
                 row = None
         if row is None:
             raise NotFound(f"no API key with the id {key!r} (see `spamsift keys list`)")
+        keep_an_admin_key(conn, row, even_alone=over_http)
         store.revoke_key(conn, row.key_id)
         revoked = store.find_key(conn, row.key_id)
         assert revoked is not None
         return _key(revoked)
 
     return db.run(work)
+
+
+def keep_an_admin_key(conn: Connection, row: store.KeyRow, *, even_alone: bool) -> None:
+    """Refuse to revoke the last unrevoked admin key for every model while other keys remain:
+    nobody could manage those (nor make an admin key) but from the command line. With
+    `even_alone`, refuse it when it is the last key of all too: a request revoking it (the
+    dashboard's own key) would lock its sender out. Revoking a leaked last key, which closes
+    the service, stays possible with `spamsift keys revoke`."""
+    if row.revoked_at is not None or not _manages_keys(row):
+        return
+    active = store.list_active_keys(conn)
+    if sum(1 for other in active if _manages_keys(other)) > 1:
+        return
+    others = len(active) - 1
+    if others:
+        raise LastAdminKey(
+            f"key {row.key_id} is the last admin key for every model, and {others} other "
+            f"key{'s' if others > 1 else ''} would be left without one to manage them: make "
+            "another admin key first (spamsift keys create --scope admin)"
+        )
+    if even_alone:
+        raise LastAdminKey(
+            f"key {row.key_id} is the last key: revoked, it would lock everyone out, you "
+            "included; make another admin key first, or revoke it with `spamsift keys revoke` "
+            "to close the service"
+        )
+
+
+def keep_its_maker_in(
+    conn: Connection, scopes: tuple[Scope, ...], models: tuple[str, ...] | None
+) -> None:
+    """Refuse a key made by a request while no admin key for every model exists, unless it is
+    one: the first key ends development mode, and a request that made a classify key first
+    could use nothing but classify afterwards (the dashboard that made it included)."""
+    if "admin" in scopes and models is None:
+        return
+    if any(_manages_keys(row) for row in store.list_active_keys(conn)):
+        return
+    raise LastAdminKey(
+        'no admin key for every model exists yet: make that first (scopes ["admin"], no '
+        "models), or this key would end development mode and lock you out of managing keys"
+    )
+
+
+def _manages_keys(row: store.KeyRow) -> bool:
+    return "admin" in row.scopes and row.models is None
 
 
 @dataclass(frozen=True)

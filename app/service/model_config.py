@@ -80,6 +80,15 @@ class ModelConfig(BaseModel):
 CONFIG_FIELDS = frozenset(ModelConfig.model_fields)
 
 
+def option_defaults(
+    classes: tuple[str, ...], *, min_learns: int, min_train_tokens: int
+) -> dict[str, Any]:
+    """The value each option of a model of `classes` takes when it is not set: the server's
+    own (`min_learns`, `min_train_tokens`) where the model's default is the server's."""
+    defaults = parse_config({}, classes=classes).model_dump(mode="json")
+    return {**defaults, "min_learns": min_learns, "min_train_tokens": min_train_tokens}
+
+
 def parse_config(stored: dict[str, Any], *, classes: tuple[str, ...]) -> ModelConfig:
     """Merge `stored` over the defaults and check the result; InvalidConfig names the field."""
     try:

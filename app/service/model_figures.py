@@ -9,8 +9,10 @@ work of every process and host sharing the database and agree with
 
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import dataclass
 
+from app.errors import DatabaseUnavailable, StorageFull
 from app.live.models import HeldFigures
 from app.service.runtime import Runtime
 from app.store.models import read_model_totals
@@ -27,7 +29,10 @@ class ModelFigures:
 
 def read_model_figures(rt: Runtime) -> list[ModelFigures]:
     """Return the figures of every model, in name order."""
-    rt.flush_classifications()  # so the classification counters include this process's last second
+    # So the classification counters include this process's last second; while the disk is
+    # full they stay buffered, and the figures are read all the same.
+    with suppress(StorageFull, DatabaseUnavailable):
+        rt.flush_classifications()
     totals = rt.db.run(read_model_totals, write=False)
     return [
         ModelFigures(

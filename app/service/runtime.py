@@ -23,6 +23,7 @@ from app.live.records import ClassificationLog
 from app.live.write import TokenLimits
 from app.service.messages import Message, PreparedMessage, prepare
 from app.service.model_config import parse_config
+from app.service.stats_cache import StatsCache
 from app.store.engine import Database
 from app.store.ledger import ClassificationRecord
 from app.text import TokenizerLimits
@@ -89,6 +90,7 @@ class Runtime:
         )
         self.limits = tokenizer_limits(settings)
         self.token_limits = token_limits(settings)
+        self.stats = StatsCache()  # the dashboard's figures, per model generation
 
     def prepare(
         self, message: Message, budget: Literal["classify", "train"] | None = None

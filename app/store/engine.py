@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from sqlalchemy import Connection, create_engine, event
 from sqlalchemy.engine import Engine
@@ -69,6 +69,11 @@ REINDEXED_TABLES = ("tokens", "token_counts")
 SQLITE_WRITE_CACHE_KIB = 16_384
 
 
+# "unavailable": unreachable, or its lock not had within the budget; "storage_full": a write
+# refused for want of space (reads go on).
+DatabaseCondition = Literal["ok", "unavailable", "storage_full"]
+
+
 class Database:
     """A SQLAlchemy engine plus the transaction rules of spamsift."""
 
@@ -79,6 +84,10 @@ class Database:
         self.engine = self._create_engine()
         self._pid = os.getpid()
         self._sqlite_writers = threading.Lock()  # this process's SQLite writers queue here
+        # What this process's last transaction met, and since when (epoch seconds): what
+        # health answers say without querying a database that may not answer.
+        self.condition: DatabaseCondition = "ok"
+        self.condition_since = time.time()
 
     def _create_engine(self) -> Engine:
         if self.is_sqlite:
@@ -157,14 +166,24 @@ class Database:
             if is_retryable(error):
                 raise
             if is_storage_full(error):
+                self._saw("storage_full")
                 raise StorageFull(
                     "the database's storage is full; nothing of this request was written"
                 ) from error
+            self._saw("unavailable")
             raise DatabaseUnavailable(describe_unavailable(error)) from error
         except DBAPIError as error:
             if error.connection_invalidated:
+                self._saw("unavailable")
                 raise DatabaseUnavailable(describe_unavailable(error)) from error
             raise
+        # A read says nothing of free space: only a commit clears "storage_full".
+        if write or self.condition == "unavailable":
+            self._saw("ok")
+
+    def _saw(self, condition: DatabaseCondition) -> None:
+        if condition != self.condition:
+            self.condition, self.condition_since = condition, time.time()
 
     def run(self, work: Callable[[Connection], T], *, write: bool = True) -> T:
         """Run `work` in one transaction, retrying deadlocks and serialization failures."""

@@ -9,8 +9,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.config import Settings
+from app.errors import LastAdminKey
 from app.main import create_app
-from app.service.keys import create_key
+from app.service.keys import create_key, revoke_key
 from app.store.engine import Database
 from tests.builders import ham_message, spam_message, train_examples
 
@@ -132,6 +133,62 @@ def test_keys_are_created_listed_and_revoked_over_http(settings: Settings, db: D
     assert bad_name.status_code == 422
 
 
+def test_the_last_admin_key_is_not_revoked_over_http(settings: Settings, db: Database) -> None:
+    admin, admin_key = create_key(db, scopes=["admin"], name="operator")
+    _, relay_key = create_key(db, scopes=["classify"], name="relay")
+    create_key(db, scopes=["admin"], models=["default"], name="tenant admin")  # not for every model
+    with TestClient(create_app(settings)) as client:
+        with_others = client.delete(f"/v1/keys/{admin_key.key_id}", headers=bearer(admin))
+        second, second_key = create_key(db, scopes=["admin"], name="second operator")
+        client.app.state.key_guard.invalidate()  # type: ignore[attr-defined]
+        first_goes = client.delete(f"/v1/keys/{admin_key.key_id}", headers=bearer(second))
+        client.delete(f"/v1/keys/{relay_key.key_id}", headers=bearer(second))
+        for key in client.get("/v1/keys", headers=bearer(second)).json()["keys"]:
+            if key["name"] == "tenant admin":
+                client.delete(f"/v1/keys/{key['key_id']}", headers=bearer(second))
+        alone = client.delete(f"/v1/keys/{second_key.key_id}", headers=bearer(second))
+        still_in = client.get("/v1/keys", headers=bearer(second))
+
+    assert with_others.status_code == 409
+    assert with_others.json()["error"]["code"] == "last_admin_key"
+    assert "make another admin key first" in with_others.json()["error"]["message"]
+    assert first_goes.status_code == 200
+    assert alone.status_code == 409  # the request's own key, the last one: a lock-out
+    assert "lock everyone out" in alone.json()["error"]["message"]
+    assert still_in.status_code == 200
+
+
+def test_revoking_the_last_admin_key_leaving_other_keys_is_refused_everywhere(
+    db: Database,
+) -> None:
+    _, admin_key = create_key(db, scopes=["admin"])
+    _, relay_key = create_key(db, scopes=["classify"])
+
+    with pytest.raises(LastAdminKey):
+        revoke_key(db, key=admin_key.key_id)
+    assert revoke_key(db, key=relay_key.key_id).revoked_at is not None
+    # Alone, the command line may still revoke it (a leaked key): that closes the service.
+    assert revoke_key(db, key=admin_key.key_id).revoked_at is not None
+
+
+def test_in_development_mode_the_first_key_made_over_http_is_an_admin_key(
+    client: TestClient,
+) -> None:
+    classify_first = client.post("/v1/keys", json={"scopes": ["classify"]})
+    limited_first = client.post("/v1/keys", json={"scopes": ["admin"], "models": ["default"]})
+    still_open = client.get("/v1/keys/me").json()["development_mode"]
+    admin_first = client.post("/v1/keys", json={"scopes": ["admin"]})
+    admin = admin_first.json()["key"]
+    then_classify = client.post("/v1/keys", json={"scopes": ["classify"]}, headers=bearer(admin))
+
+    assert classify_first.status_code == 409
+    assert classify_first.json()["error"]["code"] == "last_admin_key"
+    assert limited_first.status_code == 409
+    assert still_open is True
+    assert admin_first.status_code == 201
+    assert then_classify.status_code == 201
+
+
 def test_whoami_in_development_mode(client: TestClient) -> None:
     assert client.get("/v1/keys/me").json() == {"development_mode": True, "key": None}
 
@@ -168,3 +225,18 @@ def test_the_page_and_its_files_carry_a_strict_policy(client: TestClient) -> Non
 @pytest.mark.parametrize("name", ["nothing.js", "..%2Fmain.py", "__init__.py", ".hidden.js"])
 def test_only_the_page_files_are_served(client: TestClient, name: str) -> None:
     assert client.get(f"/ui/{name}").status_code == 404
+
+
+def test_a_model_read_alone_gives_every_options_default(
+    client: TestClient, settings: Settings
+) -> None:
+    client.patch("/v1/models/default", json={"alpha": 0.5, "min_learns": 3})
+    model = client.get("/v1/models/default").json()
+    listed = client.get("/v1/models").json()["models"][0]
+
+    assert set(model["defaults"]) == set(model["config"])
+    assert model["config"]["alpha"] == 0.5
+    assert model["defaults"]["alpha"] == 1.0
+    assert model["defaults"]["min_learns"] == settings.min_learns
+    assert model["defaults"]["min_train_tokens"] == settings.min_train_tokens
+    assert listed["defaults"] is None  # a list gives the options alone

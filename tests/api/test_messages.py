@@ -386,7 +386,11 @@ def test_unknown_paths_and_methods_answer_the_error_body(client: TestClient) -> 
 
 
 def test_health_and_readiness(client: TestClient) -> None:
-    assert client.get("/healthz").json() == {"status": "ok", "token_core": active().name}
+    assert client.get("/healthz").json() == {
+        "status": "ok",
+        "token_core": active().name,
+        "database": "ok",
+    }
     assert client.get("/readyz").status_code == 200
 
 

@@ -146,6 +146,24 @@ def test_top_tokens_rank_each_class_by_log_likelihood_ratio(event_model):
         assert all(token != "zebra" for ranked in top.values() for token, _ in ranked)
 
 
+@pytest.mark.parametrize("event_model", EVENT_MODELS)
+@pytest.mark.parametrize("limit", [1, 3, 20, 1000])
+def test_top_tokens_are_a_full_sort_by_ratio_then_text_cut_to_the_limit(event_model, limit):
+    # Counts of a few values over many tokens: long runs of equal ratios cross the cut.
+    rng = np.random.default_rng(7)
+    n_tokens = 400
+    matrix = rng.integers(1, 3, size=(30, n_tokens)) * (rng.random((30, n_tokens)) < 0.1)
+    texts = [f"t{rng.integers(0, 10**6)}-{i}" for i in range(n_tokens)]
+    labels = ["ham"] * 18 + ["spam"] * 12
+    table = CountTable.from_matrix(matrix, labels, ["ham", "spam"], tokens=texts)
+    config = NaiveBayesConfig(event_model=event_model)
+    unlimited = top_tokens(table, config, limit=n_tokens)
+    top = top_tokens(table, config, limit=limit)
+    for label, ranked in unlimited.items():
+        assert ranked == sorted(ranked, key=lambda item: (-item[1], item[0]))
+        assert top[label] == ranked[:limit]
+
+
 @pytest.mark.parametrize(
     ("options", "field"),
     [

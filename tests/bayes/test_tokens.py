@@ -307,3 +307,23 @@ def test_long_texts_widen_the_narrow_length_type_and_stay_exact() -> None:
     assert index[1] == "y" * 70_000
     assert index[2] == "after"
     assert index.lookup(["y" * 70_000, "short"], exact=True).tolist() == [1, 0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    texts=st.sets(
+        st.text(alphabet=st.sampled_from("ab\x00é€😀"), min_size=1, max_size=20).map(
+            lambda tail: "received:" + tail  # a long shared prefix: ties past the first 8 bytes
+        )
+        | st.text(min_size=1, max_size=12),
+        min_size=1,
+        max_size=60,
+    ),
+    k=st.integers(0, 70),
+    data=st.data(),
+)
+def test_first_by_text_is_the_head_of_a_sort_by_text(texts, k, data):
+    index = TokenIndex.from_texts(sorted(texts, key=hash))
+    ids = data.draw(st.lists(st.sampled_from(range(len(index))), unique=True))
+    chosen = index.first_by_text(np.asarray(ids, dtype=np.int64), k)
+    assert sorted(index[i] for i in chosen) == sorted(index[i] for i in ids)[:k]

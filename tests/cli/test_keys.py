@@ -141,3 +141,22 @@ def test_keys_commands_refuse_bad_arguments_with_a_message(
     assert completed.returncode == status
     assert message in completed.stderr
     assert completed.stdout == ""
+
+
+def test_the_last_admin_key_is_not_revoked_while_other_keys_remain(
+    database_url: str, tmp_path: Path
+) -> None:
+    admin = create(database_url, tmp_path, "--scope", "admin")
+    create(database_url, tmp_path, "--scope", "classify")
+    admin_id = KEY_PATTERN.fullmatch(admin)["key_id"]  # type: ignore[index]
+
+    refused = spamsift(database_url, tmp_path, "keys", "revoke", admin_id)
+
+    assert refused.returncode == 1
+    error = refused.stderr.splitlines()[-1]
+    assert error.startswith("spamsift keys revoke: key ")
+    assert "last admin key" in error
+    assert "spamsift keys create --scope admin" in error
+    listing = spamsift(database_url, tmp_path, "keys", "list").stdout
+    (row,) = [line for line in listing.splitlines() if line.startswith(admin_id)]
+    assert row.rstrip().endswith("-")  # still in force

@@ -13,8 +13,9 @@ router = APIRouter(tags=["health"])
 
 @router.get("/healthz")
 def healthz(rt: RuntimeDep) -> Liveness:
-    """Liveness: the process answers (it does not touch the database), and its token core."""
-    return Liveness(status="ok", token_core=rt.token_core)
+    """Liveness: the process answers (it does not touch the database), its token core, and
+    the database's condition as the process last met it."""
+    return Liveness(status="ok", token_core=rt.token_core, database=rt.db.condition)
 
 
 @router.get("/readyz", response_model=Health, responses={503: {"model": Health}})

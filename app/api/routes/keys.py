@@ -87,28 +87,34 @@ async def _create_key_input(request: Request) -> CreateKeyRequest:
     "",
     status_code=201,
     dependencies=[requires("admin")],
-    responses=error_responses(404, 415, 422, 503),
+    responses=error_responses(404, 409, 415, 422, 503),
     openapi_extra=json_body_openapi("CreateKeyRequest"),
 )
 def create(
     body: Annotated[CreateKeyRequest, Depends(_create_key_input)], rt: RuntimeDep, request: Request
 ) -> CreatedKey:
     """Make a key with scopes (admin implies train and classify), optionally limited to some
-    existing models. The answer holds the secret key, shown this once."""
-    secret, key = create_key(rt.db, scopes=body.scopes, models=body.models, name=body.name)
+    existing models. The answer holds the secret key, shown this once. While no admin key for
+    every model exists (development mode), only such a key is made (409 `last_admin_key`
+    otherwise): any other would lock its maker out."""
+    secret, key = create_key(
+        rt.db, scopes=body.scopes, models=body.models, name=body.name, over_http=True
+    )
     request.app.state.key_guard.invalidate()  # this process knows the new key at once
     return CreatedKey(key=secret, **KeyResponse.of(key).model_dump())
 
 
 @router.delete(
-    "/{key_id}", dependencies=[requires("admin")], responses=error_responses(404, 422, 503)
+    "/{key_id}", dependencies=[requires("admin")], responses=error_responses(404, 409, 422, 503)
 )
 def revoke(
     key_id: Annotated[str, Path(pattern=r"^x?[0-9a-f]{11,12}$", description="The key's id")],
     rt: RuntimeDep,
     request: Request,
 ) -> KeyResponse:
-    """Revoke a key by its id: refused at once by this server, within a second by others."""
-    revoked = revoke_key(rt.db, key=key_id)
+    """Revoke a key by its id: refused at once by this server, within a second by others.
+    The last admin key for every model is not revoked (409 `last_admin_key`): make another
+    first, so that someone can still manage keys."""
+    revoked = revoke_key(rt.db, key=key_id, over_http=True)
     request.app.state.key_guard.invalidate()
     return KeyResponse.of(revoked)

@@ -23,7 +23,9 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import time
 from collections.abc import Iterator
+from typing import get_args
 
 from fastapi import APIRouter, FastAPI, Request, Response
 from prometheus_client import (
@@ -43,6 +45,7 @@ from app.errors import DatabaseUnavailable, SpamsiftError
 from app.live.models import HeldFigures
 from app.service.model_figures import ModelFigures, read_held_figures, read_model_figures
 from app.service.runtime import Runtime
+from app.store.engine import DatabaseCondition
 
 log = logging.getLogger(__name__)
 
@@ -100,28 +103,54 @@ class HttpMetrics:
 
 
 class ModelCollector(Collector):
-    """Per-model figures, read when scraped (a database error leaves them out of that scrape)."""
+    """Per-model figures, read when scraped. While the database does not answer, the figures
+    last read are exposed with their age (none if never read), and the database's condition as
+    this process last met it, so monitoring sees the incident rather than going blind."""
 
     def __init__(self, runtime: Runtime, metrics: HttpMetrics) -> None:
         self.runtime = runtime
         self.metrics = metrics
+        self._kept: tuple[float, list[ModelFigures]] | None = None  # (read at, figures)
 
     def describe(self) -> Iterator[Metric]:
-        return iter(_model_families([]) + _held_families(None, 0, 0))
+        return iter(_model_families([]) + _held_families(None, 0, 0) + _database_families(None))
 
     def collect(self) -> Iterator[Metric]:
         try:
-            figures = read_model_figures(self.runtime)
+            self._kept = (time.time(), read_model_figures(self.runtime))
         except DatabaseUnavailable:
             self.metrics.database_errors.labels("/metrics").inc()
-            log.warning("model figures left out of /metrics: the database is unavailable")
-            figures = []
+            log.warning("/metrics: the database is unavailable; model figures last read shown")
         held = _held_families(
             read_held_figures(self.runtime),
             self.runtime.log.buffered(),
             self.runtime.log.dropped,
         )
-        return iter(_model_families(figures) + held)
+        figures = [] if self._kept is None else self._kept[1]
+        age = None if self._kept is None else time.time() - self._kept[0]
+        database = _database_families((self.runtime.db.condition, age))
+        return iter(_model_families(figures) + held + database)
+
+
+def _database_families(state: tuple[str, float | None] | None) -> list[Metric]:
+    condition = GaugeMetricFamily(
+        "spamsift_database_condition",
+        "1 for what this process last met of the database: ok, unavailable (unreachable or "
+        "locked beyond the budget) or storage_full (writes refused; reads go on)",
+        labels=["condition"],
+    )
+    age = GaugeMetricFamily(
+        "spamsift_model_figures_age_seconds",
+        "Seconds since the per-model figures of this scrape were read from the database "
+        "(about 0; more while it is unavailable)",
+        labels=[],
+    )
+    if state is not None:
+        for name in get_args(DatabaseCondition):
+            condition.add_metric([name], float(name == state[0]))
+        if state[1] is not None:
+            age.add_metric([], round(state[1], 3))
+    return [condition, age]
 
 
 def _held_families(held: HeldFigures | None, buffered: int, dropped: int) -> list[Metric]:

@@ -18,6 +18,7 @@ from app.api.error_responses import error_responses
 from app.api.schemas import ModelList, ModelResponse
 from app.errors import NotConfirmed
 from app.service.dashboard import model_stats
+from app.service.model_config import option_defaults
 from app.service.models import (
     MAX_PAGE,
     create_model,
@@ -66,8 +67,15 @@ def list_all(
 
 @router.get("/{name}", responses=error_responses(404, 422, 503))
 def read(name: ModelName, rt: RuntimeDep, request: Request) -> ModelResponse:
-    """Read one model's options and message counts."""
-    return ModelResponse.of(get_model(rt, name=name, may_read=may_read(request)))
+    """Read one model's options, each option's default, and its message counts."""
+    info = get_model(rt, name=name, may_read=may_read(request))
+    answer = ModelResponse.of(info)
+    answer.defaults = option_defaults(
+        info.classes,
+        min_learns=rt.settings.min_learns,
+        min_train_tokens=rt.settings.min_train_tokens,
+    )
+    return answer
 
 
 @router.patch(

@@ -1,4 +1,5 @@
-"""The admin dashboard: static files under /ui, and `GET /` sending the browser there.
+"""The admin dashboard: static files under /ui, and `GET /` sending the browser there; and
+/redoc, the API reference, from the redoc script shipped in fastapi-offline.
 
 The page is public (it holds no data); everything it shows comes from the API with the key the
 operator signs in with. Its answers carry a strict Content-Security-Policy (scripts, styles and
@@ -9,7 +10,8 @@ from __future__ import annotations
 
 from importlib import resources
 
-from fastapi import APIRouter, HTTPException, Response
+from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi.openapi.docs import get_redoc_html
 from fastapi.responses import RedirectResponse
 
 router = APIRouter(include_in_schema=False)
@@ -31,6 +33,35 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-cache",
 }
+
+
+DOCS_ASSETS_URL = "/docs-assets"  # swagger-ui and redoc scripts, styles and icon
+# Redoc's own needs: its styles are inline, its search runs in a worker made from a blob. Its
+# side menu shows a logo from cdn.redoc.ly: img-src keeps the browser from fetching it (the
+# image hides itself when it does not load), so reading the reference reaches no other host.
+REDOC_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; worker-src 'self' blob:; "
+        "style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; "
+        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+        "frame-ancestors 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+@router.get("/redoc")
+def redoc(request: Request) -> Response:
+    root = request.scope.get("root_path", "")
+    page = get_redoc_html(
+        openapi_url=f"{root}{request.app.openapi_url}",
+        title=f"{request.app.title} - ReDoc",
+        redoc_js_url=f"{root}{DOCS_ASSETS_URL}/redoc.standalone.js",
+        redoc_favicon_url=f"{root}{DOCS_ASSETS_URL}/favicon.png",
+        with_google_fonts=False,
+    )
+    return Response(page.body, media_type="text/html; charset=utf-8", headers=REDOC_HEADERS)
 
 
 def _asset(name: str) -> bytes | None:

@@ -140,7 +140,8 @@ async function start(identity) {
   );
   renderChrome();
   if (!location.hash || !allowedPage(pageOf(location.hash))) {
-    location.hash = firstPage();
+    // Not `location.hash =`: its hashchange would render the page a second time.
+    history.replaceState(null, "", firstPage());
   }
   await route();
 }
@@ -205,6 +206,7 @@ async function route() {
   routeCount += 1;
   const mine = routeCount;
   const target = document.createElement("div");
+  showLoading();
   try {
     await RENDERERS[id](argument, target);
   } catch (error) {
@@ -213,7 +215,14 @@ async function route() {
   }
   if (mine !== routeCount || !state.identity) return;
   fill(root, [...target.childNodes]);
+  root.removeAttribute("aria-busy");
   root.focus({ preventScroll: true });
+}
+
+/** Replace the page (the sign-in form included) by a loading notice until the next one is ready. */
+function showLoading() {
+  root.setAttribute("aria-busy", "true");
+  fill(root, h("p", { class: "loading", role: "status" }, "Loading…"));
 }
 
 window.addEventListener("hashchange", route);
@@ -240,7 +249,11 @@ async function chosenModel(argument) {
 // --- overview ------------------------------------------------------------------------------
 
 function trustBadge(stats) {
-  const untrained = Object.entries(stats.classes).filter(([, counts]) => counts.messages === 0);
+  // A model backed by another classifies with both models' counts (the blend's messages).
+  const messages = stats.blend
+    ? Object.entries(stats.blend.messages)
+    : Object.entries(stats.classes).map(([label, counts]) => [label, counts.messages]);
+  const untrained = messages.filter(([, n]) => n === 0);
   if (untrained.length) {
     return h("span", { class: "badge bad" }, `not trained: no ${untrained.map(([label]) => label).join(", ")} yet`);
   }
@@ -312,21 +325,46 @@ async function renderModel(argument, view) {
     get(`${modelPath(name)}/stats`),
     get(`${modelPath(name)}/activity?range=${state.range}`),
   ]);
-  const ranges = h(
-    "div",
-    { class: "ranges", role: "group", "aria-label": "Time range" },
-    ["24h", "7d", "30d"].map((range) =>
-      h(
-        "button",
-        {
-          type: "button",
-          "aria-pressed": range === state.range ? "true" : "false",
-          on: { click: () => { state.range = range; route(); } },
+  const over = h("div", { class: "activity" }, activitySections(activity));
+  // The range switch reads the activity alone: the stats (token figures) stay as they are.
+  const buttons = ["24h", "7d", "30d"].map((range) =>
+    h(
+      "button",
+      {
+        type: "button",
+        "aria-pressed": range === state.range ? "true" : "false",
+        on: {
+          click: async () => {
+            state.range = range;
+            buttons.forEach((one) => one.setAttribute("aria-pressed", one.textContent === range ? "true" : "false"));
+            over.setAttribute("aria-busy", "true");
+            try {
+              const chosen = await get(`${modelPath(name)}/activity?range=${range}`);
+              if (state.range === range) fill(over, activitySections(chosen));
+            } catch (error) {
+              say(errorText(error), "error");
+            } finally {
+              over.removeAttribute("aria-busy");
+            }
+          },
         },
-        range,
-      ),
+      },
+      range,
     ),
   );
+  const ranges = h("div", { class: "ranges", role: "group", "aria-label": "Time range" }, buttons);
+  fill(
+    view,
+    h("div", { class: "page-head" }, h("h1", {}, `Model ${name}`), picker, ranges),
+    relationNote(stats),
+    warningsList(stats),
+    over,
+    topTokens(stats),
+  );
+}
+
+/** The correction rates and the charts of one activity answer. */
+function activitySections(activity) {
   const starts = activity.buckets.map((bucket) => bucket.start);
   const values = (pick) => activity.buckets.map(pick);
   const verdictLabels = Object.keys(activity.totals.verdicts);
@@ -359,11 +397,7 @@ async function renderModel(argument, view) {
         ` was corrected as a false negative (spam let through) ${words}.`),
     );
   }
-  fill(
-    view,
-    h("div", { class: "page-head" }, h("h1", {}, `Model ${name}`), picker, ranges),
-    relationNote(stats),
-    warningsList(stats),
+  return [
     h("section", { class: "card", "aria-label": "Correction rates" }, h("ul", { class: "rates" }, rates)),
     h(
       "div",
@@ -382,8 +416,7 @@ async function renderModel(argument, view) {
       }),
       barChart({ title: "Corrections by users", buckets: starts, unit: activity.bucket, stacked: false, series: correctionSeries }),
     ),
-    topTokens(stats),
-  );
+  ];
 }
 
 // A personal model backed by another (classified on both models' counts), or a model backing others.
@@ -411,6 +444,13 @@ function relationNote(stats) {
   return parts.length ? h("ul", { class: "relation" }, parts) : null;
 }
 
+/** A bar of `share` (0..1) of its track, in the class's colour (a <meter> is drawn green). */
+function weightBar(share, colour) {
+  const bar = h("span", { class: `bar ${colour}` });
+  bar.style.width = `${(100 * share).toFixed(1)}%`; // CSSOM: allowed by the page's style-src
+  return h("span", { class: "bar-track", "aria-hidden": "true" }, bar);
+}
+
 function colourOf(label, index) {
   if (label === "spam") return "c-spam";
   if (label === "ham") return "c-ham";
@@ -427,6 +467,7 @@ function topTokens(stats) {
         classes.map((label) => {
           const ranked = stats.top_tokens[label];
           const strongest = Math.max(1e-9, ...ranked.map((one) => Math.abs(one.weight)));
+          const colour = colourOf(label, classes.indexOf(label));
           return h(
             "div",
             { class: "scroll" },
@@ -443,9 +484,7 @@ function topTokens(stats) {
                     "tr",
                     {},
                     h("td", { class: "token" }, h("code", {}, one.token)),
-                    h("td", { class: "weight" },
-                      h("meter", { min: 0, max: strongest, value: Math.abs(one.weight), "aria-hidden": "true" }),
-                      ` ${one.weight.toFixed(2)}`),
+                    h("td", { class: "weight" }, weightBar(Math.abs(one.weight) / strongest, colour), ` ${one.weight.toFixed(2)}`),
                   ),
                 ),
               ),
@@ -538,7 +577,7 @@ function classification(name, answer) {
               h("td", { class: "token" }, h("code", {}, clue.token)),
               h("td", {}, h("span", { class: `badge verdict-${clue.class}` }, clue.class)),
               h("td", { class: "weight" },
-                h("meter", { min: 0, max: strongest, value: Math.abs(clue.weight), "aria-hidden": "true" }),
+                weightBar(Math.abs(clue.weight) / strongest, colourOf(clue.class, Object.keys(answer.probabilities).indexOf(clue.class))),
                 ` ${clue.weight.toFixed(3)}`),
             ),
           ),
@@ -594,7 +633,11 @@ async function renderLearn(argument, view) {
   const picker = await modelPicker(name, "learn");
   let classes = ["spam", "ham"];
   if (can("admin")) classes = (await get(modelPath(name))).classes;
-  const label = h("select", { name: "label" }, classes.map((one) => h("option", { value: one }, one)));
+  // No class preselected: learning a batch of spam as ham by overlooking a default is costly.
+  const label = h("select", { name: "label" },
+    h("option", { value: "", disabled: true, selected: true }, "Choose a class…"),
+    classes.map((one) => h("option", { value: one }, one)));
+  const labelField = field("Learn them as", label);
   const files = h("input", { type: "file", name: "files", multiple: true, accept: ".eml,.mbox,.txt,message/rfc822,application/mbox" });
   const progress = h("progress", { max: 1, value: 0, hidden: true });
   progress.id = uid("progress");
@@ -610,6 +653,12 @@ async function renderLearn(argument, view) {
         submit: async (event) => {
           event.preventDefault();
           filesField.showError("");
+          labelField.showError("");
+          if (!label.value) {
+            labelField.showError("Choose the class of these messages first.");
+            label.focus();
+            return;
+          }
           if (!files.files.length) {
             filesField.showError("Choose one or more files first.");
             return;
@@ -625,7 +674,7 @@ async function renderLearn(argument, view) {
         },
       },
     },
-    field("Learn them as", label),
+    labelField,
     filesField,
     button,
     progressLabel,
@@ -712,7 +761,35 @@ const OPTIONS = {
   rf_assumed: { kind: "number", hint: "robinson-fisher: probability assumed for a new token." },
   rf_min_dev: { kind: "number", hint: "robinson-fisher: ignore tokens this close to 0.5." },
   min_train_tokens: { kind: "integer", nullable: true, hint: "Refuse to learn messages with fewer distinct tokens; empty: the server's default." },
+  min_learns: { kind: "integer", nullable: true, hint: "Trained messages each class needs before verdicts are trusted (below: unsure); empty: the server's default." },
+  personal_weight: { kind: "integer", hint: "Backed by another model: how many times each of this model's messages counts against the backing model's." },
 };
+
+/** An option's default as the Settings page shows it. */
+function shownDefault(value) {
+  if (value === null || value === undefined) return "none";
+  return Array.isArray(value) ? value.join(", ") : String(value);
+}
+
+// The API's refusals of an option, in words: the checker's phrasing ("Input should be …",
+// "Value error, …") and field paths are rewritten; a message it does not know stays as it is.
+const PLAIN_WORDS = [
+  [/^config: /, ""],
+  [/Value error, /g, ""],
+  [/Input should be greater than or equal to/g, "must be at least"],
+  [/Input should be less than or equal to/g, "must be at most"],
+  [/Input should be greater than/g, "must be more than"],
+  [/Input should be less than/g, "must be less than"],
+  [/Input should be a valid integer(, unable to parse string as an integer)?/g, "must be a whole number"],
+  [/Input should be a valid number(, unable to parse string as a number)?/g, "must be a number"],
+  [/Input should be a finite number/g, "must be a number"],
+  [/Input should be /g, "must be "],
+  [/^stop_words\.[^:]*: .*$/, "stop_words: english, none, or words separated by commas"],
+];
+
+function plainError(message) {
+  return PLAIN_WORDS.reduce((text, [pattern, words]) => text.replace(pattern, words), message);
+}
 
 function optionControl(option, value) {
   const spec = OPTIONS[option] || { kind: "any" };
@@ -756,9 +833,11 @@ async function renderSettings(argument, view) {
   const controls = {};
   const known = Object.keys(OPTIONS).filter((option) => option in model.config);
   const others = Object.keys(model.config).filter((option) => !(option in OPTIONS));
+  const defaults = model.defaults || {};
   for (const option of [...known, ...others]) {
     controls[option] = optionControl(option, model.config[option]);
-    fields[option] = field(option, controls[option], { hint: (OPTIONS[option] || {}).hint });
+    const hint = [(OPTIONS[option] || {}).hint, option in defaults ? `Default: ${shownDefault(defaults[option])}.` : null];
+    fields[option] = field(option, controls[option], { hint: hint.filter(Boolean).join(" ") });
   }
   const outcome = h("p", { class: "outcome", role: "status" });
   const button = h("button", { type: "submit" }, "Save");
@@ -787,7 +866,7 @@ async function renderSettings(argument, view) {
             model.config = saved.config;
             outcome.textContent = `Saved: ${Object.keys(changes).join(", ")}.`;
           } catch (error) {
-            const message = errorText(error);
+            const message = error instanceof ApiError ? plainError(error.message) : errorText(error);
             // The API names the field it refused; show the error there (longest name first,
             // so spam_threshold is not taken for a shorter name inside it).
             const names = Object.keys(fields).sort((a, b) => b.length - a.length);
@@ -821,8 +900,11 @@ async function renderSettings(argument, view) {
 
 async function renderKeys(_argument, view) {
   const [listing, names] = await Promise.all([get("v1/keys"), modelNames()]);
-  const scopeBoxes = ["classify", "train", "admin"].map((scope) => {
-    const box = h("input", { type: "checkbox", name: "scopes", value: scope, checked: scope === "classify" });
+  // No scope is ticked for you. In development mode the first key must be an admin key (the
+  // server refuses any other: it would end development mode and lock you out), so it comes first.
+  const developing = state.identity.development_mode;
+  const scopeBoxes = (developing ? ["admin", "train", "classify"] : ["classify", "train", "admin"]).map((scope) => {
+    const box = h("input", { type: "checkbox", name: "scopes", value: scope });
     box.id = uid(`scope-${scope}`);
     return { scope, box };
   });
@@ -860,9 +942,16 @@ async function renderKeys(_argument, view) {
               ),
             );
             secret.select();
+            if (developing && scopes.includes("admin") && !models.length) {
+              // Development mode ended with this key: the page goes on with it, not locked out.
+              session.key = made.key;
+              state.identity = await get("v1/keys/me");
+              renderChrome();
+              say("Development mode has ended: this page now uses the new admin key. Copy it now: it is shown this once.", "info");
+            }
             fill(table, keyRows((await get("v1/keys")).keys));
           } catch (error) {
-            if (error instanceof ApiError && /model/i.test(error.message)) modelsField.showError(errorText(error));
+            if (error instanceof ApiError && error.code !== "last_admin_key" && /model/i.test(error.message)) modelsField.showError(errorText(error));
             else {
               scopesError.textContent = errorText(error);
               scopesError.hidden = false;
