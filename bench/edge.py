@@ -3,7 +3,7 @@
 1. Idle connections: N sockets from 127.0.0.1 that send nothing (the server started with the
    soft descriptor limit of a systemd service, 1,024), then a new client from 127.0.0.2 asks
    for /healthz: served or not, and in how long.
-2. Large JSON bodies: three 73 MB training batches of 1,000 items at once (the last item
+2. Large JSON bodies: three 62 MB training batches of 1,000 items at once (the last item
    invalid, so each is parsed whole and then refused with 422) while one client polls
    /healthz and a classify: the longest wait of each.
 
@@ -81,7 +81,7 @@ def idle_connections(repo: Path, folder: Path, count: int) -> dict[str, Any]:
 
 
 def large_bodies(repo: Path, folder: Path) -> dict[str, Any]:
-    text = ('Dear friend,\n\tcheap watches \u00e9t\u00e9 "now" ' * 1_400)[:60_000]
+    text = ('Dear friend,\n\tcheap watches \u00e9t\u00e9 "now" ' * 1_200)[:50_000]
     items: list[dict[str, str]] = [{"raw": text, "label": "spam"}] * 999 + [{"raw": text}]
     body = json.dumps({"items": items}).encode()
     waits: dict[str, list[float]] = {"healthz": [], "classify": []}

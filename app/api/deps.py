@@ -47,8 +47,8 @@ Schema = TypeVar("Schema", bound=BaseModel)
 # (parse_json, on a loaded 2-core machine): under 64 KiB a body parses in well under 1 ms,
 # about the cost of the hop; a 270 KB batch took 3.7 ms, 1 MB 14 ms, and a 73 MB one of 1,000
 # items 1.2 s (0.4 s counting its items, 0.9 s validating them), stalling the whole process.
-# With three such batches at once, /healthz answered after up to 2.96 s before, 0.7-1.1 s
-# after (parse_batch; the rest is the GIL taken in turns). Measured by `python -m bench.edge`.
+# Three 62 MB batches at once made /healthz wait up to 2.96 s; parsed here, 0.7-0.75 s (the
+# GIL taken in turns with the parsing threads; `python -m bench.edge` measures it).
 OFF_LOOP_JSON_BYTES = 64 * 1024
 
 # The body ended early: the client closed the connection, or the server refused its framing
