@@ -277,6 +277,13 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             transport.write_eof()  # after what is buffered: the answer, then FIN
         self.loop.call_later(self.limits.lingering_close_seconds, self._close_now)
 
+    def shutdown(self) -> None:
+        """The server stops: close idle connections now, not after lingering."""
+        if self.cycle is None or self.cycle.response_complete:
+            self._close_now()
+        else:
+            self.cycle.keep_alive = False
+
     def eof_received(self) -> None:
         if self.lingering:
             self._close_now()  # the client has sent all it will: done

@@ -322,6 +322,9 @@ def serve(
             # uvicorn calls it as it would the class: config, server_state, app_state.
             http=functools.partial(LimitedHttpToolsProtocol, limits=limits),  # type: ignore[arg-type]
             timeout_keep_alive=settings.keep_alive_timeout_seconds,
+            # No route takes a WebSocket; an upgraded connection would also leave the
+            # protocol's connection count behind.
+            ws="none",
             **uvicorn_options,
         )
     finally:
