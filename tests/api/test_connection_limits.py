@@ -7,25 +7,31 @@ and speaks raw sockets or Python's http.client, the way such clients do.
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import resource
 import socket
-import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from fastapi.exceptions import RequestValidationError
+from starlette.requests import Request
 
+from app.api import deps
+from app.api.schemas import TrainBatchRequest
+from app.config import Settings
+from app.main import create_app
 from tests.api.test_hostile_clients import ADMIN_KEY, rss_kib
 from tests.ops.server import Server, running_server, serve_env
 
 SYSTEMD_DEFAULT_SOFT_LIMIT = 1024  # descriptors of a service without LimitNOFILE
 MIB = 1024 * 1024
-MESSAGE_JSON = {"text": "cheap watches and a casino prize for the winner, claim it today"}
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
 
@@ -264,54 +270,66 @@ def test_a_body_over_the_limit_reads_its_413_and_costs_no_memory(tmp_path: Path)
 
 # --- large bodies are parsed off the event loop ------------------------------------------------
 
+BATCH_TEXT = ('Dear friend,\n\tcheap watches \u00e9t\u00e9 "now" ' * 500)[:20_000]
 
-@pytest.mark.slow
-def test_three_60_mb_batches_being_parsed_hold_up_neither_healthz_nor_another_classify(
-    tmp_path: Path,
+
+def parse_batch_body(settings: Settings, body: bytes) -> tuple[Any, int]:
+    """Run the batch route's body dependency on an event loop with a ticker beside it; return
+    what it parsed (or the exception it raised) and how often the ticker ran meanwhile."""
+    app = create_app(settings)
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/models/default/train/batch",
+        "headers": [(b"content-type", b"application/json")],
+        "app": app,
+    }
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def run() -> tuple[Any, int]:
+        ticks = 0
+        stopped = False
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not stopped:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        before = ticks
+        try:
+            parsed: Any = await deps.train_batch_input(Request(scope, receive))
+        except RequestValidationError as error:
+            parsed = error
+        meanwhile = ticks - before
+        stopped = True
+        await task
+        return parsed, meanwhile
+
+    return asyncio.run(run())
+
+
+def test_a_large_batch_is_parsed_while_the_event_loop_goes_on_serving(settings: Settings) -> None:
+    body = json.dumps({"items": [{"raw": BATCH_TEXT, "label": "spam"}] * 1000}).encode()
+
+    parsed, loop_ran_meanwhile = parse_batch_body(settings, body)
+
+    assert loop_ran_meanwhile > 0  # parsed elsewhere: before, the loop ran nothing else
+    assert parsed == TrainBatchRequest.model_validate_json(body)  # as parsing it whole
+
+
+def test_a_large_batch_with_a_bad_item_names_it_as_parsing_it_whole_would(
+    settings: Settings,
 ) -> None:
-    env = serve_env(tmp_path)  # development mode: no key needed
-    text = ('Dear friend,\n\tcheap watches \u00e9t\u00e9 "now" ' * 1_200)[:50_000]
-    items = [{"raw": text, "label": "spam"}] * 999 + [{"raw": text}]  # the last has no label
-    body = json.dumps({"items": items}).encode()  # parsed whole, then refused with 422
-    answered: list[str] = []
-    lock = threading.Lock()
+    items = [{"raw": BATCH_TEXT, "label": "spam"}] * 1000
+    items[3] = {"raw": BATCH_TEXT, "label": 7}
+    body = json.dumps({"items": items}).encode()
 
-    def note(what: str) -> None:
-        with lock:
-            answered.append(what)
+    parsed, _ = parse_batch_body(settings, body)
 
-    with running_server(tmp_path, env) as server:
-        uploaded = threading.Barrier(4, timeout=300)
-
-        def batch() -> int | str:
-            host, port = address(server)
-            connection = http.client.HTTPConnection(host, port, timeout=300)
-            try:
-                connection.request(
-                    "POST",
-                    "/v1/models/default/train/batch",
-                    body=body,
-                    headers={"Content-Type": "application/json"},
-                )
-                uploaded.wait()
-                status = connection.getresponse().status
-            finally:
-                connection.close()
-            note("batch")
-            return status
-
-        with ThreadPoolExecutor(3) as pool:
-            batches = [pool.submit(batch) for _ in range(3)]
-            uploaded.wait()  # every body sent: the server is reading or parsing them now
-            with httpx.Client(base_url=server.url, timeout=300) as client:
-                health = client.get("/healthz").status_code
-                note("healthz")
-                classify = client.post("/classify", json=MESSAGE_JSON).status_code
-                note("classify")
-            statuses = [future.result() for future in batches]
-
-    assert statuses == [422] * 3
-    assert (health, classify) == (200, 409)  # not trained yet: answered all the same
-    # Both answered while a batch was still being parsed (before, the loop parsed them one
-    # after another, and the classify came last).
-    assert answered[-1] == "batch", answered
+    assert isinstance(parsed, RequestValidationError)
+    assert [error["loc"] for error in parsed.errors()] == [("items", 3, "label")]
