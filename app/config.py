@@ -102,6 +102,43 @@ class Settings(BaseSettings):
         "(the default): none, the client is the address that connected",
     )
 
+    # Connections of `spamsift serve` (app/connections.py), per server process: what an
+    # Internet-facing server bounds before any request reaches the app.
+    max_connections: int = Field(
+        default=4096,
+        ge=1,
+        description="open connections a server process keeps; beyond, a new one gets 503",
+    )
+    max_connections_per_client: int = Field(
+        default=256,
+        ge=1,
+        description="open connections from one client address per server process (the "
+        "trusted proxies of SPAMSIFT_TRUSTED_PROXIES excepted); beyond, a new one gets 503",
+    )
+    header_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="a request line and headers must arrive within this time of the connection "
+        "(or of their first byte on a kept-alive one); else the connection is closed (408)",
+    )
+    keep_alive_timeout_seconds: int = Field(
+        default=5,
+        ge=1,
+        description="an idle kept-alive connection is closed after this time",
+    )
+    max_header_bytes: int = Field(
+        default=16 * 1024,
+        ge=1024,
+        description="request line and header fields, counted as they are read: 431 beyond",
+    )
+    lingering_close_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        description="after an answer sent before the request body was read (401, 413, 431), "
+        "how long what the client still sends is read and thrown away, so that the client "
+        "reads the answer instead of a TCP reset (at most 256 MiB; 0: close at once)",
+    )
+
     # How long a write waits for a lock before it gives up with 503 and nothing applied.
     lock_timeout_seconds: float = Field(default=5.0, gt=0)
     # How often a process looks for training committed by other processes (SPEC §7: ≤ 1 s).

@@ -18,7 +18,7 @@ from app.api.balance import ConnectionBalance, loads_from_environment
 from app.api.deps import reject_unknown_query
 from app.api.error_responses import ErrorBody, install_error_handlers
 from app.api.limits import RequestGuard
-from app.api.middleware import RequestLog
+from app.api.middleware import DocsPolicy, RequestLog
 from app.api.routes import activity, health, keys, messages, models, ui
 from app.api.routes.keys import CreateKeyRequest
 from app.api.routes.metrics import install_metrics
@@ -87,7 +87,9 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         RequestGuard,
         receive_timeout_seconds=settings.receive_timeout_seconds,
         max_request_bytes=settings.max_request_bytes,
+        max_header_bytes=settings.max_header_bytes,
     )
+    app.add_middleware(DocsPolicy)
     app.state.runtime = rt
     install_error_handlers(app)
     install_auth(app, key_guard, max_requests_per_key=settings.max_requests_per_key)

@@ -16,13 +16,18 @@
 7. uvicorn runs the app with spamsift's log configuration; its own access line is off, since
    it carries the raw path and query string (message ids) and spamsift logs a better one.
    Forwarded headers are believed only from SPAMSIFT_TRUSTED_PROXIES (none by default).
+8. Its HTTP protocol is uvicorn's httptools one with connection limits added
+   (app/connections.py), and the process may open a descriptor for each connection it
+   keeps: the soft descriptor limit is raised towards the hard one where it is lower.
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import os
+import resource
 import shutil
 import tempfile
 from pathlib import Path
@@ -39,6 +44,9 @@ log = logging.getLogger("spamsift.serve")
 MULTIPROCESS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 WORKER_LOAD_DIR_VARIABLE = "SPAMSIFT_WORKER_LOAD_DIR"  # read by app/api/balance.py
 SECRET_SETTINGS = frozenset({"admin_key"})
+# Descriptors beside the connections: listening socket, database files or connections, logs,
+# the metrics and worker-load files.
+SPARE_DESCRIPTORS = 256
 
 
 class ServeError(Exception):
@@ -235,6 +243,32 @@ def prepare_worker_load_dir(workers: int) -> Path | None:
     return made
 
 
+def raise_descriptor_limit(settings: Settings) -> int:
+    """Let the process keep SPAMSIFT_MAX_CONNECTIONS connections open: raise the soft
+    descriptor limit (often 1,024) towards the hard one. Return how many connections it can
+    keep (fewer, with a warning, when even the hard limit is too low)."""
+    needed = settings.max_connections + SPARE_DESCRIPTORS
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return settings.max_connections
+    if soft < needed:
+        raised = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+        soft = raised
+    if soft >= needed:
+        return settings.max_connections
+    keeps = max(soft - SPARE_DESCRIPTORS, 1)
+    log.warning(
+        "the process may open %d files, too few for SPAMSIFT_MAX_CONNECTIONS=%d (%d needed): "
+        "it keeps at most %d connections; raise LimitNOFILE (systemd) or ulimit -n",
+        soft,
+        settings.max_connections,
+        needed,
+        keeps,
+    )
+    return keeps
+
+
 def serve(
     *,
     host: str,
@@ -245,6 +279,8 @@ def serve(
 ) -> None:
     """Check settings and database, then run the HTTP API until stopped."""
     import uvicorn
+
+    from app.connections import ConnectionLimits, LimitedHttpToolsProtocol
 
     settings = load_settings()
     configure_logging(settings)
@@ -259,6 +295,9 @@ def serve(
     warn_about_shared_sqlite(settings, workers=workers)
     made = prepare_multiprocess_dir(workers)
     load_dir = prepare_worker_load_dir(workers)
+    limits = ConnectionLimits.from_settings(
+        settings, max_connections=raise_descriptor_limit(settings)
+    )
     try:
         uvicorn.run(
             "app.main:create_app",
@@ -278,6 +317,14 @@ def serve(
             # log). Only the proxies of SPAMSIFT_TRUSTED_PROXIES are believed; none by default.
             proxy_headers=bool(settings.trusted_proxies),
             forwarded_allow_ips=settings.trusted_proxies or "",
+            # httptools with limits added, rather than uvicorn's h11 (which bounds a head, but
+            # not an idle connection) or another server: see app/connections.py.
+            # uvicorn calls it as it would the class: config, server_state, app_state.
+            http=functools.partial(LimitedHttpToolsProtocol, limits=limits),  # type: ignore[arg-type]
+            timeout_keep_alive=settings.keep_alive_timeout_seconds,
+            # No route takes a WebSocket; an upgraded connection would also leave the
+            # protocol's connection count behind.
+            ws="none",
             **uvicorn_options,
         )
     finally:

@@ -7,6 +7,9 @@
                admin implies the other two
 
 /healthz and /readyz need no key (nor do /docs and /openapi.json: the schema is public).
+In development mode a request from this machine must name it (`Host: localhost`, 127.0.0.1,
+[::1], any port): a web page whose own name is made to resolve to 127.0.0.1 (DNS rebinding)
+cannot drive a server with no key from the browser of someone on this machine.
 A key limited to some models may only make requests about one of them: the `{name}` of the
 path, or `?model=` (default `default`) of the short forms; listing or creating models and
 /metrics need a key for every model. With no key at all (development mode) all is open.
@@ -37,6 +40,7 @@ from starlette.concurrency import run_in_threadpool
 from app.api.error_responses import error_responses
 from app.errors import Forbidden, TooManyFailures, TooManyRequests, Unauthorized
 from app.service.keys import MAX_KEY_CHARS, ApiKey, KeyGuard, Scope, key_id_of
+from app.serving import is_loopback
 
 MAX_FAILURES = 10  # per client address, and per key id, within the window
 MAX_PROCESS_FAILURES = 1_000  # by all clients of this process together, within the window
@@ -213,6 +217,7 @@ def _authenticate(
     otherwise. A valid key is never throttled: only failed keys count and are refused."""
     guard: KeyGuard = request.app.state.key_guard
     if not guard.enforced():
+        check_development_host(request)
         if credentials is not None:
             request.app.state.development_key_warning.saw_key()
         return None
@@ -233,6 +238,30 @@ def _authenticate(
         raise Unauthorized("unknown or revoked API key")
     request.state.api_key = key
     return key
+
+
+def check_development_host(request: Request) -> None:
+    """Forbidden for a request from this machine naming another host, in development mode."""
+    client = request.client.host if request.client else ""
+    if not is_loopback(client):
+        return  # beyond this machine: --allow-no-authentication opened the server to it
+    host = request.headers.get("host", "")
+    name = _host_name(host).lower().rstrip(".")
+    if is_loopback(name) or name.endswith(".localhost"):
+        return
+    raise Forbidden(
+        f"with no API key (development mode) this server answers requests naming this machine "
+        f"only (localhost, 127.0.0.1, [::1]); this one names {host[:100]!r}. Create an API "
+        "key to serve other names"
+    )
+
+
+def _host_name(host: str) -> str:
+    """A Host header without its port: `[::1]:8000` is `::1`, `localhost:8000` `localhost`."""
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    name, _, port = host.rpartition(":")
+    return name if name and port.isdigit() else host
 
 
 async def _authenticate_on_loop(

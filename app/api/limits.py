@@ -2,8 +2,10 @@
 
 - A request body that trickles or stalls is cut off when the whole body has not arrived within
   `receive_timeout_seconds` (slowloris): 408, and the connection is closed.
-- A request head over 16 KiB is refused with 431, one with both Transfer-Encoding and
-  Content-Length with 400 (request smuggling), and the connection is closed.
+- A request head over `max_header_bytes` is refused with 431, one with both Transfer-Encoding
+  and Content-Length with 400 (request smuggling), and the connection is closed. (`spamsift
+  serve` counts the head as it reads it, app/connections.py; this check is for any other
+  server the app runs under.)
 - Compressed request bodies (`Content-Encoding: gzip`, …) are refused with 415: spamsift never
   decompresses anything a client sends, so no zip bomb can expand inside it.
 - A body whose Content-Length is over `max_request_bytes` is refused with 413 and the JSON
@@ -24,22 +26,26 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.error_responses import escape_markup
 
-MAX_HEAD_BYTES = 16 * 1024  # request line and header fields
-
 
 class RequestGuard:
     def __init__(
-        self, app: ASGIApp, *, receive_timeout_seconds: float, max_request_bytes: int
+        self,
+        app: ASGIApp,
+        *,
+        receive_timeout_seconds: float,
+        max_request_bytes: int,
+        max_header_bytes: int,
     ) -> None:
         self.app = app
         self.receive_timeout_seconds = receive_timeout_seconds
         self.max_request_bytes = max_request_bytes
+        self.max_header_bytes = max_header_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        head_refusal = _check_head(scope)
+        head_refusal = _check_head(scope, self.max_header_bytes)
         if head_refusal is not None:
             await _refuse(send, *head_refusal)
             return
@@ -78,8 +84,8 @@ class RequestGuard:
         await self.app(scope, receive_before_deadline, send)
 
 
-def _check_head(scope: Scope) -> tuple[int, str, str] | None:
-    """Refuse a request head over 16 KiB (431) or framed both ways (400, ROBUSTNESS I38).
+def _check_head(scope: Scope, max_header_bytes: int) -> tuple[int, str, str] | None:
+    """Refuse a request head over `max_header_bytes` (431) or framed both ways (400).
 
     h11 only bounds a head that arrives in pieces; one sent whole (up to uvicorn's 64 KiB
     reads) passes. Transfer-Encoding with Content-Length is how requests are smuggled past a
@@ -88,11 +94,11 @@ def _check_head(scope: Scope) -> tuple[int, str, str] | None:
     headers = scope["headers"]
     size = len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"")
     size += sum(len(name) + len(value) + 4 for name, value in headers)
-    if size > MAX_HEAD_BYTES:
+    if size > max_header_bytes:
         return (
             431,
             "request_header_fields_too_large",
-            f"the request head is over {MAX_HEAD_BYTES} bytes",
+            f"the request head is over {max_header_bytes} bytes",
         )
     names = {bytes(name).lower() for name, _ in headers}
     if b"transfer-encoding" in names and b"content-length" in names:

@@ -12,6 +12,8 @@ are read from the JSON answer, and only those fields are kept.
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
 import logging
 import re
@@ -26,6 +28,7 @@ from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.routes.metrics import HttpMetrics
+from app.api.routes.ui import SECURITY_HEADERS
 from app.logging_setup import request_id_var
 from app.service.models import MODEL_NAME_PATTERN
 
@@ -214,3 +217,58 @@ def _answer_fields(body: bytes, status: int) -> dict[str, Any]:
         )
         return {"verdicts": dict(verdicts)}
     return {}
+
+
+DOCS_PAGES = frozenset({"/docs", "/redoc", "/docs/oauth2-redirect"})
+INLINE_SCRIPT = re.compile(rb"<script>(.*?)</script>", re.DOTALL)
+
+
+class DocsPolicy:
+    """ASGI middleware: /docs and /redoc get a Content-Security-Policy as strict as the
+    dashboard's where their pages allow it. Their HTML (from FastAPI) starts Swagger UI with an
+    inline script: allowed by its hash, so no other inline script runs. Styles may be inline
+    (Redoc and Swagger UI add style elements at run time; a style runs no code); Redoc's search
+    runs in a worker made from a blob."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path") not in DOCS_PAGES:
+            await self.app(scope, receive, send)
+            return
+        start: Message | None = None
+        body: list[bytes] = []
+
+        async def send_with_policy(message: Message) -> None:
+            nonlocal start
+            if message["type"] == "http.response.start":
+                start = message
+                return
+            if message["type"] != "http.response.body" or start is None:
+                await send(message)
+                return
+            body.append(bytes(message.get("body", b"")))
+            if message.get("more_body", False):
+                return
+            page = b"".join(body)
+            headers = [*start.get("headers", []), *docs_headers(page)]
+            await send({**start, "headers": headers})
+            await send({"type": "http.response.body", "body": page})
+
+        await self.app(scope, receive, send_with_policy)
+
+
+def docs_headers(page: bytes) -> list[tuple[bytes, bytes]]:
+    """The security headers of a documentation page, its inline scripts allowed by hash."""
+    hashes = " ".join(
+        "'sha256-" + base64.b64encode(hashlib.sha256(script).digest()).decode() + "'"
+        for script in INLINE_SCRIPT.findall(page)
+    )
+    policy = (
+        f"default-src 'self'; script-src 'self' {hashes}; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; connect-src 'self'; worker-src 'self' blob:; "
+        "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    ).replace("  ", " ")
+    headers = {**SECURITY_HEADERS, "Content-Security-Policy": policy}
+    return [(name.lower().encode(), value.encode()) for name, value in headers.items()]

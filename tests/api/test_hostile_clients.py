@@ -8,8 +8,11 @@ nothing a client could aim at a browser; a failed key throttles guessers, never 
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
 import logging
+import re
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -508,3 +511,57 @@ def test_a_batch_is_refused_as_its_items_are_counted_before_the_rest_is_parsed(
     assert answer.status_code == 413
     assert answer.json()["error"]["code"] == "batch_too_large"
     assert within.status_code == 422  # within the limit, the broken JSON is pydantic's to name
+
+
+# --- a browser aimed at a server on this machine --------------------------------------------------
+
+
+def test_a_development_server_refuses_a_host_name_other_than_this_machines(tmp_path: Path) -> None:
+    # DNS rebinding: a page at rebind.example has its name resolve to 127.0.0.1; the browser
+    # then sends its requests to this server, as the same origin, with that Host.
+    env = serve_env(tmp_path)  # no key: development mode
+
+    with running_server(tmp_path, env) as server, httpx.Client(base_url=server.url) as client:
+        port = server.url.rpartition(":")[2]
+        rebound = [
+            client.get("/v1/models", headers={"Host": f"rebind.example:{port}"}),
+            client.post("/classify", json=MESSAGE, headers={"Host": "rebind.example"}),
+            client.get("/v1/models", headers={"Host": "127.0.0.1.rebind.example"}),
+        ]
+        named = [
+            client.get("/v1/models", headers={"Host": host}).status_code
+            for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}", "localhost")
+        ]
+
+    assert [answer.status_code for answer in rebound] == [403] * 3
+    assert all(answer.json()["error"]["code"] == "forbidden" for answer in rebound)
+    assert named == [200] * 4
+
+
+def test_a_server_with_keys_answers_any_host_name_with_a_valid_key(tmp_path: Path) -> None:
+    env = serve_env(tmp_path, SPAMSIFT_ADMIN_KEY=ADMIN_KEY)
+
+    with running_server(tmp_path, env) as server, httpx.Client(base_url=server.url) as client:
+        answer = client.get("/v1/models", headers={"Host": "spamsift.example", **bearer(ADMIN_KEY)})
+
+    assert answer.status_code == 200
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc", "/docs/oauth2-redirect"])
+def test_the_api_documentation_pages_carry_a_policy_that_runs_only_their_own_scripts(
+    settings: Settings, page: str
+) -> None:
+    with TestClient(create_app(settings)) as client:
+        answer = client.get(page)
+
+    policy = answer.headers["content-security-policy"]
+    directives = dict(d.strip().split(" ", 1) for d in policy.split(";") if " " in d.strip())
+    assert answer.status_code == 200
+    assert "'unsafe-inline'" not in directives["script-src"]
+    assert "'unsafe-eval'" not in directives["script-src"]
+    assert directives["object-src"] == "'none'"
+    assert directives["frame-ancestors"] == "'none'"
+    assert answer.headers["x-frame-options"] == "DENY"
+    for script in re.findall(r"<script>(.*?)</script>", answer.text, re.DOTALL):
+        digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+        assert f"'sha256-{digest}'" in directives["script-src"]  # its inline start-up script

@@ -98,7 +98,7 @@ def test_an_empty_body_is_refused_with_422(server):
 
 def test_a_message_over_the_limit_is_refused_by_content_length_before_its_body_is_sent(server):
     head = (
-        b"POST /classify HTTP/1.1\r\nHost: x\r\nContent-Type: message/rfc822\r\n"
+        b"POST /classify HTTP/1.1\r\nHost: localhost\r\nContent-Type: message/rfc822\r\n"
         b"Content-Length: %d\r\n\r\n" % (MAX_MESSAGE_BYTES + 1)
     )
     started = time.monotonic()
@@ -121,7 +121,7 @@ def test_a_message_at_the_limit_is_accepted(server):
 
 def test_a_chunked_message_is_cut_off_once_it_passes_the_limit(server):
     head = (
-        b"POST /classify HTTP/1.1\r\nHost: x\r\nContent-Type: message/rfc822\r\n"
+        b"POST /classify HTTP/1.1\r\nHost: localhost\r\nContent-Type: message/rfc822\r\n"
         b"Transfer-Encoding: chunked\r\n\r\n"
     )
     chunk = b"x" * 16384
@@ -132,7 +132,7 @@ def test_a_chunked_message_is_cut_off_once_it_passes_the_limit(server):
 
 def test_a_json_request_over_the_request_limit_is_refused_before_it_is_read(server):
     head = (
-        b"POST /v1/models/default/train/batch HTTP/1.1\r\nHost: x\r\n"
+        b"POST /v1/models/default/train/batch HTTP/1.1\r\nHost: localhost\r\n"
         b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (MAX_REQUEST_BYTES + 1)
     )
     response = raw_exchange(server, head, [], read_timeout=3)
@@ -151,7 +151,7 @@ def test_a_compressed_request_body_is_refused_with_415(server):
 
 def test_a_body_that_trickles_is_dropped_at_the_receive_deadline(server):
     head = (
-        b"POST /classify HTTP/1.1\r\nHost: x\r\nContent-Type: message/rfc822\r\n"
+        b"POST /classify HTTP/1.1\r\nHost: localhost\r\nContent-Type: message/rfc822\r\n"
         b"Content-Length: 1000\r\n\r\n"
     )
     started = time.monotonic()
@@ -166,7 +166,7 @@ def test_other_clients_are_served_while_one_trickles(server):
     """While one client trickles its body (held until the 1 s receive deadline), another is
     answered: a causal check, not a time limit, so a busy CI machine cannot fail it."""
     head = (
-        b"POST /classify HTTP/1.1\r\nHost: x\r\nContent-Type: message/rfc822\r\n"
+        b"POST /classify HTTP/1.1\r\nHost: localhost\r\nContent-Type: message/rfc822\r\n"
         b"Content-Length: 1000\r\n\r\n"
     )
     answers: list[bytes] = []
