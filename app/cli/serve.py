@@ -10,7 +10,7 @@ import sys
 def add_serve_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = commands.add_parser("serve", help="run the HTTP API (brings the schema up to date)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
     serve.add_argument("--workers", type=int, default=1, help="server processes (default 1)")
     serve.add_argument(
         "--limit-concurrency",
@@ -85,7 +85,12 @@ def run_db_vacuum(_: argparse.Namespace) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
     from app.errors import DatabaseUnavailable
-    from app.serving import ServeError, describe_database, load_settings
+    from app.serving import (
+        ServeError,
+        describe_database,
+        describe_database_failure,
+        load_settings,
+    )
     from app.store.engine import Database
 
     try:
@@ -101,7 +106,8 @@ def run_db_vacuum(_: argparse.Namespace) -> int:
         db.vacuum()
         after = db.size_bytes() or 0
     except (SQLAlchemyError, DatabaseUnavailable) as error:
-        print(f"spamsift db vacuum: {type(error).__name__}: {error}", file=sys.stderr)
+        cause = describe_database_failure(error, settings.database_url)
+        print(f"spamsift db vacuum: {cause}", file=sys.stderr)
         return 1
     finally:
         db.dispose()
