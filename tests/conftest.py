@@ -189,6 +189,6 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     ]
     terminalreporter.write_sep("-", "quick run")
     terminalreporter.write_line(
-        f"Left out: the {', '.join(kinds)} tests. `pytest --full` runs every test (as CI does, "
-        "in about 25 minutes); the PostgreSQL ones need SPAMSIFT_TEST_POSTGRES_URL."
+        f"Left out: the {', '.join(kinds)} tests. `pytest --full` runs every test, as CI "
+        "does; the PostgreSQL ones need SPAMSIFT_TEST_POSTGRES_URL."
     )
