@@ -125,16 +125,26 @@ def upgrade_database(settings: Settings) -> None:
     try:
         upgrade_schema(db)
     except DatabaseUnavailable as error:
-        cause = error.__cause__
-        orig = getattr(cause, "orig", None) or cause
-        reason = str(orig).strip().splitlines()[0] if orig is not None and str(orig) else ""
-        where = _hide_password(settings.database_url)
-        raise ServeError(
-            f"SPAMSIFT_DATABASE_URL: cannot use the database {where}"
-            + (f": {reason}" if reason else "")
-        ) from None
+        raise ServeError(describe_database_failure(error, settings.database_url)) from None
     finally:
         db.dispose()
+
+
+def describe_database_failure(error: Exception, url: str) -> str:
+    """One line for the operator: the database (password masked) and the driver's own first
+    line of why it cannot be used (`database "x" does not exist`, `password authentication
+    failed`, `Connection refused`, `unable to open database file`), which the API's answer
+    ("unreachable … retry later") leaves out for its clients. `error` is the
+    DatabaseUnavailable the store raised, or the SQLAlchemy error itself."""
+    cause = error.__cause__ if isinstance(error, DatabaseUnavailable) else error
+    orig = getattr(cause, "orig", None) or cause
+    reason = str(orig).strip().splitlines()[0] if orig is not None and str(orig).strip() else ""
+    if not reason and isinstance(error, DatabaseUnavailable):
+        reason = error.message  # no driver error behind it (the lock timeout): say ours
+    where = _hide_password(url)
+    return f"SPAMSIFT_DATABASE_URL: cannot use the database {where}" + (
+        f": {reason}" if reason else ""
+    )
 
 
 def authentication_mode(settings: Settings) -> str:

@@ -1,10 +1,16 @@
-"""Bytes a stored token costs, and batch training speed, on SQLite and PostgreSQL.
+"""Bytes the database takes per trained message and per distinct token, on SQLite and
+PostgreSQL, and batch training speed: the figures of docs/installation.md's storage table.
 
-Trains the training split of a shared corpus through the service (batches of --batch messages,
-one transaction each) into a fresh database, then divides the database's size by the number of
-distinct tokens. Prints a table and writes JSON (bench/results/storage_cost.json).
+Trains the training split of a shared corpus (or an even sample of `--messages N` of it)
+through the service (batches of --batch messages, one transaction each) into a fresh database,
+then measures what spamsift's data takes: the SQLite file after VACUUM; PostgreSQL's tables
+with their indexes and TOAST after VACUUM, without the catalogs (Database.data_bytes). Prints a
+table and writes JSON (bench/results/storage_cost.json).
 
-    python -m bench.storage_cost [--corpus spamassassin] [--postgres URL]
+    python -m bench.storage_cost [--corpus spamassassin] [--messages N] [--postgres URL]
+
+tests/bench/test_storage_figures.py runs it on a few hundred messages and holds the
+documented per-message and per-token figures to what it measures, within a factor.
 """
 
 from __future__ import annotations
@@ -14,27 +20,37 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import text
 
 from app.cli.corpora import read_jsonl
 from app.config import Settings
+from app.service.corpus import LabelledMessage
 from app.service.evaluation import is_test_message
 from app.service.messages import Message
 from app.service.runtime import Runtime
 from app.service.training import train_batch
 from app.store.engine import Database
 from app.store.migrate import upgrade_schema
+from bench.databases import fresh_database, postgres_server_url
 
-TABLES = ("tokens", "token_counts", "trained_messages", "class_totals", "models")
+
+def training_split(corpus: Path, messages: int | None = None) -> list[LabelledMessage]:
+    """The corpus's training split, or an even sample of `messages` of it (every k-th: the
+    file is sorted by folder, so its first lines would be one class)."""
+    split = [m for m in read_jsonl(corpus) if not is_test_message(m.id)]
+    if messages is None or messages >= len(split):
+        return split
+    return split[:: len(split) // messages][:messages]
 
 
-def measure(url: str, corpus: Path, batch: int) -> dict[str, object]:
+def measure(url: str, messages: Sequence[LabelledMessage], batch: int) -> dict[str, Any]:
     db = Database(url)
     upgrade_schema(db)
     runtime = Runtime(Settings(database_url=url, _env_file=None), db)  # type: ignore[call-arg]
-    messages = [m for m in read_jsonl(corpus) if not is_test_message(m.id)]
     started = time.perf_counter()
     for start in range(0, len(messages), batch):
         chunk = messages[start : start + batch]
@@ -44,68 +60,62 @@ def measure(url: str, corpus: Path, batch: int) -> dict[str, object]:
             items=[(Message(raw=m.raw, text=m.text, message_id=m.id), m.label) for m in chunk],
         )
     seconds = time.perf_counter() - started
+    runtime.close()
     with db.transaction() as conn:
         distinct = conn.execute(text("SELECT count(*) FROM tokens")).scalar_one()
         cells = conn.execute(text("SELECT count(*) FROM token_counts")).scalar_one()
+    db.vacuum()  # SQLite: the file without free pages; PostgreSQL: dead rows gone
     if db.is_sqlite:
         with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as raw:
             raw.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-            raw.exec_driver_sql("VACUUM")
-        token_bytes = None
-    else:
-        with db.transaction() as conn:
-            conn.exec_driver_sql("ANALYZE")
-            token_bytes = sum(
-                conn.execute(text("SELECT pg_total_relation_size(:t)"), {"t": t}).scalar_one()
-                for t in ("tokens", "token_counts")
-            )
-    total = db.size_bytes() or 0
-    runtime.close()
+    data = db.data_bytes()
+    db.dispose()
     return {
-        "database": "sqlite" if db.is_sqlite else "postgresql",
+        "database": "sqlite" if url.startswith("sqlite") else "postgresql",
         "messages": len(messages),
         "distinct_tokens": distinct,
         "count_rows": cells,
-        "database_bytes": total,
-        "bytes_per_token_all_tables": round(total / distinct, 1),
-        "bytes_per_token_token_tables": None
-        if token_bytes is None
-        else round(token_bytes / distinct, 1),
+        "data_bytes": data,
+        "bytes_per_message": round(data / len(messages)),
+        "bytes_per_token": round(data / distinct),
         "train_seconds": round(seconds, 2),
         "train_messages_per_second": round(len(messages) / seconds, 1),
     }
 
 
+def run(
+    corpus: Path, *, messages: int | None = None, batch: int = 500, postgres: str | None = None
+) -> list[dict[str, Any]]:
+    """Measure on a SQLite file, and on a throw-away database of `postgres`'s server."""
+    sample = training_split(corpus, messages)
+    kinds = ("sqlite", "postgresql") if postgres else ("sqlite",)
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in kinds:
+            with fresh_database(kind, Path(tmp), postgres) as url:
+                results.append(measure(url, sample, batch))
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--corpus", default="spamassassin")
+    parser.add_argument("--messages", type=int, default=None, help="default: the whole split")
     parser.add_argument("--batch", type=int, default=500)
-    parser.add_argument("--postgres", default=os.environ.get("SPAMSIFT_TEST_POSTGRES_URL"))
+    parser.add_argument("--postgres", default=postgres_server_url())
     args = parser.parse_args()
     corpora = Path(os.environ.get("SPAMSIFT_CORPORA", "../shared/corpora"))
     corpus = corpora / args.corpus / "messages.jsonl.gz"
-    results = []
-    with tempfile.TemporaryDirectory() as tmp:
-        results.append(measure(f"sqlite:///{tmp}/cost.db", corpus, args.batch))
-    if args.postgres:
-        admin = Database(args.postgres)
-        with admin.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.exec_driver_sql("DROP DATABASE IF EXISTS spamsift_bench_cost")
-            conn.exec_driver_sql("CREATE DATABASE spamsift_bench_cost")
-        url = args.postgres.rsplit("/", 1)[0] + "/spamsift_bench_cost"
-        results.append(measure(url, corpus, args.batch))
-        with admin.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.exec_driver_sql("DROP DATABASE IF EXISTS spamsift_bench_cost WITH (FORCE)")
-        admin.dispose()
+    results = run(corpus, messages=args.messages, batch=args.batch, postgres=args.postgres)
     print(
-        f"{'database':<11} {'tokens':>8} {'rows':>8} {'bytes':>12} {'B/token':>8} "
-        f"{'train msg/s':>11}"
+        f"{'database':<11} {'messages':>8} {'tokens':>8} {'rows':>8} {'bytes':>12} "
+        f"{'B/message':>9} {'B/token':>8} {'train msg/s':>11}"
     )
     for r in results:
         print(
-            f"{r['database']:<11} {r['distinct_tokens']:>8} {r['count_rows']:>8} "
-            f"{r['database_bytes']:>12} {r['bytes_per_token_all_tables']:>8} "
-            f"{r['train_messages_per_second']:>11}"
+            f"{r['database']:<11} {r['messages']:>8} {r['distinct_tokens']:>8} "
+            f"{r['count_rows']:>8} {r['data_bytes']:>12} {r['bytes_per_message']:>9} "
+            f"{r['bytes_per_token']:>8} {r['train_messages_per_second']:>11}"
         )
     out = Path("bench/results")
     out.mkdir(parents=True, exist_ok=True)

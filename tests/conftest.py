@@ -12,6 +12,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -83,7 +84,7 @@ def empty_postgres(db: Database) -> None:
         insert_model(conn, name="default", classes=("ham", "spam"), config={})
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
 def database_url(
     request: pytest.FixtureRequest, tmp_path: Path, sqlite_template: Path
 ) -> Iterator[str]:
@@ -116,13 +117,78 @@ def client(settings: Settings) -> Iterator[TestClient]:
         yield test_client
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Give schemathesis' per-operation tests their own node ids.
+# The quick run: plain `pytest` (no paths, no -m) leaves out the tests with these markers, so
+# that a newcomer's first run ends in minutes on two cores; `pytest --full` (CI) runs them.
+LEFT_OUT_OF_QUICK_RUN = {
+    "corpus": "corpus",
+    "slow": "slow load, fault and property",
+    "browser": "browser",
+    "mailserver": "mail-server",
+    "postgresql": "PostgreSQL",
+}
+# Whole folders of one kind, marked here rather than in each file.
+FOLDER_MARKERS = {"ui": "browser", "faults": "slow", "properties": "slow"}
+LEFT_OUT = pytest.StashKey[dict[str, int]]()
 
-    schemathesis 4.32 names each item `test[GET /path]` but sets the id through the
-    `_nodeid` attribute pytest 9.2 no longer reads, so every operation kept the function's id;
-    pytest-xdist then ran one operation of each test and dropped the rest as duplicates.
-    """
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--full",
+        action="store_true",
+        help="run every test, also those plain `pytest` leaves out: marked "
+        + ", ".join(LEFT_OUT_OF_QUICK_RUN)
+        + " (CI runs this; docs/development.md)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark whole folders, name schemathesis' tests apart, and, on a quick run, leave out the
+    tests marked slow, corpus, browser, mailserver or postgresql."""
     for item in items:
+        folder = item.path.parent.name if item.path.parent.parent.name == "tests" else None
+        if folder in FOLDER_MARKERS:
+            item.add_marker(FOLDER_MARKERS[folder])
+        # schemathesis 4.32 names each item `test[GET /path]` but sets the id through the
+        # `_nodeid` attribute pytest 9.2 no longer reads, so every operation kept the
+        # function's id; pytest-xdist then ran one operation of each test and dropped the rest
+        # as duplicates.
         if item.parent is not None and not item.nodeid.endswith(item.name):
             item._id = item.parent.id.child(item.name)  # type: ignore[attr-defined]
+    if not is_quick_run(config):
+        return
+    kept, left_out = [], dict.fromkeys(LEFT_OUT_OF_QUICK_RUN, 0)
+    for item in items:
+        marker = next((m for m in LEFT_OUT_OF_QUICK_RUN if item.get_closest_marker(m)), None)
+        if marker is None:
+            kept.append(item)
+        else:
+            left_out[marker] += 1
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in set(kept)])
+        items[:] = kept
+    config.stash[LEFT_OUT] = left_out
+
+
+def is_quick_run(config: pytest.Config) -> bool:
+    """Plain `pytest`: no --full, no -m, no paths or test ids (naming a test runs it)."""
+    return (
+        not config.getoption("--full")
+        and not config.getoption("markexpr")
+        and config.args_source == pytest.Config.ArgsSource.TESTPATHS
+    )
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if not is_quick_run(config):
+        return
+    counts = config.stash.get(LEFT_OUT, None)  # None under xdist: its workers collected
+    kinds = [
+        f"{counts[marker]} {name}" if counts is not None else name
+        for marker, name in LEFT_OUT_OF_QUICK_RUN.items()
+        if counts is None or counts[marker]
+    ]
+    terminalreporter.write_sep("-", "quick run")
+    terminalreporter.write_line(
+        f"Left out: the {', '.join(kinds)} tests. `pytest --full` runs every test, as CI "
+        "does; the PostgreSQL ones need SPAMSIFT_TEST_POSTGRES_URL."
+    )

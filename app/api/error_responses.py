@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import errors
+from app.service.models import MODEL_NAME_PATTERN, MODEL_NAME_RULE
 
 STATUS_BY_ERROR: list[tuple[type[errors.SpamsiftError], int]] = [
     (errors.InvalidInput, 422),
@@ -75,9 +76,28 @@ def _headers_for(error: errors.SpamsiftError, status: int) -> dict[str, str]:
     return {"Retry-After": "1"} if status == 503 else {}
 
 
-def _describe(error: dict[str, Any]) -> str:
+# Patterns said in words: a regular expression is no answer to give a person.
+PATTERN_RULES = {MODEL_NAME_PATTERN: f"a model name is {MODEL_NAME_RULE}"}
+MAX_SHOWN_INPUT_CHARS = 80
+
+
+def describe_validation_error(error: dict[str, Any]) -> str:
+    """One of pydantic's validation errors as a person reads it: where, what is expected, and
+    what came (`path.name: a model name is 1-64 characters: …; got 'Bad Name'`)."""
     location = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
-    return f"{location}: {error.get('msg', 'invalid')}" if location else str(error.get("msg"))
+    kind = error.get("type")
+    message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+    if kind == "missing":
+        message = "required"
+    elif kind == "string_pattern_mismatch":
+        pattern = (error.get("ctx") or {}).get("pattern")
+        message = PATTERN_RULES.get(str(pattern), "not of the expected form")
+    given = error.get("input")
+    if kind != "missing" and isinstance(given, str | int | float) and not isinstance(given, bool):
+        shown = repr(given)
+        if len(shown) <= MAX_SHOWN_INPUT_CHARS and shown not in message:
+            message = f"{message}; got {shown}"
+    return f"{location}: {message}" if location else message
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -90,7 +110,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, error: RequestValidationError) -> JSONResponse:
         details = error.errors()
-        message = "; ".join(_describe(detail) for detail in details[:5]) or "invalid request"
+        message = "; ".join(describe_validation_error(detail) for detail in details[:5])
+        message = message or "invalid request"
         return _response(422, "invalid_request", message)
 
     @app.exception_handler(StarletteHTTPException)

@@ -18,7 +18,9 @@ def add_evaluate_command(commands: argparse._SubParsersAction[argparse.ArgumentP
     evaluate = commands.add_parser(
         "evaluate", help="train and test in memory on a labelled corpus (.jsonl[.gz])"
     )
-    evaluate.add_argument("corpus", type=Path)
+    evaluate.add_argument(
+        "corpus", type=Path, help="a labelled corpus, one JSON message per line (.jsonl[.gz])"
+    )
     evaluate.add_argument("--json", action="store_true", help="print the report as JSON")
     evaluate.add_argument(
         "--event-model",
@@ -27,10 +29,30 @@ def add_evaluate_command(commands: argparse._SubParsersAction[argparse.ArgumentP
         choices=["multinomial", "bernoulli", "robinson-fisher"],
         help="scorer to measure (repeatable; default: all three)",
     )
-    evaluate.add_argument("--alpha", type=float, default=1.0)
-    evaluate.add_argument("--prior", choices=["mle", "laplace", "uniform"], default="mle")
-    evaluate.add_argument("--min-df", type=int, default=1)
-    evaluate.add_argument("--max-vocab", type=int, default=None)
+    evaluate.add_argument(
+        "--alpha",
+        type=float,
+        default=1.0,
+        help="additive smoothing of multinomial and Bernoulli naive Bayes (default 1)",
+    )
+    evaluate.add_argument(
+        "--prior",
+        choices=["mle", "laplace", "uniform"],
+        default="mle",
+        help="class prior: trained share of each class (mle, default), laplace or uniform",
+    )
+    evaluate.add_argument(
+        "--min-df",
+        type=int,
+        default=1,
+        help="ignore tokens seen in fewer trained messages when scoring (default 1)",
+    )
+    evaluate.add_argument(
+        "--max-vocab",
+        type=int,
+        default=None,
+        help="score with only this many tokens, those in most messages (default: all)",
+    )
     evaluate.add_argument(
         "--stop-words", default="english", help="english, none, or a comma-separated list"
     )

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from app import __version__
 from app.cli.bogofilter import add_bogofilter_command
@@ -34,24 +34,44 @@ from app.cli.transfer import add_transfer_commands
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from app.serving import ServeError, load_settings
+
     parser = build_parser()
     arguments = list(sys.argv[1:] if argv is None else argv)
+    # Status 2 says "bad argument or setting", which `classify` means as "unsure": there, as in
+    # bogofilter, every error is 3.
+    usage_status = EXIT_ERROR if arguments[:1] == ["classify"] else 2
     try:
-        args = parser.parse_args(arguments)
+        args = parse_arguments(parser, arguments)
     except SystemExit as stop:
-        # argparse exits 2 on bad arguments, which `classify` means as "unsure": there, as in
-        # bogofilter, every error is 3.
-        if stop.code == 2 and arguments[:1] == ["classify"]:
-            return EXIT_ERROR
+        if stop.code == 2:
+            return usage_status
         raise
     if not hasattr(args, "run"):
         parser.print_help()
         return 2
+    try:  # a bad SPAMSIFT_* setting: one line naming it, before any command reads one
+        load_settings()
+    except ServeError as error:
+        print(f"{args.command_name}: {error}", file=sys.stderr)
+        return usage_status
     try:
         status: int = args.run(args)
     except KeyboardInterrupt:
         return 130
     return status
+
+
+def parse_arguments(parser: argparse.ArgumentParser, arguments: list[str]) -> argparse.Namespace:
+    """The arguments, options allowed between positionals (`train --label spam a/ --model x
+    b/`): argparse's intermixed parsing, which it offers for a parser without sub-commands
+    only, run by the command's own parser once the sub-command is known."""
+    args, extras = parser.parse_known_args(arguments)
+    command = dict(subcommands(parser)).get(getattr(args, "command_name", None) or "")
+    if not extras or command is None:
+        return parser.parse_args(arguments)  # as argparse says it, errors too
+    words = len(command.prog.split()) - 1  # "spamsift keys create": keys, create
+    return command.parse_intermixed_args(arguments[words:])
 
 
 class VersionAction(argparse.Action):
@@ -92,7 +112,21 @@ def build_parser() -> argparse.ArgumentParser:
     add_models_commands(commands)
     add_evaluate_command(commands)
     add_expire_command(commands)
+    for name, command in subcommands(parser):
+        command.set_defaults(command_name=name)  # "spamsift keys create": in its messages
     return parser
+
+
+def subcommands(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every command that runs (`spamsift train`, `spamsift keys create`, …) with its parser,
+    walking the sub-command tree."""
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        for command in dict.fromkeys(action.choices.values()):  # an alias repeats its parser
+            if command.get_default("run") is not None:
+                yield command.prog, command
+            yield from subcommands(command)
 
 
 if __name__ == "__main__":

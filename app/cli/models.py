@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +18,12 @@ from urllib.parse import quote
 
 import httpx
 
-from app.cli.targets import API_KEY_VARIABLE, CommandError, announce_database
+from app.cli.targets import (
+    API_KEY_VARIABLE,
+    CommandError,
+    announce_database,
+    upgrade_local_schema,
+)
 from app.config import Settings
 from app.errors import InvalidInput, SpamsiftError
 
@@ -28,6 +32,11 @@ if TYPE_CHECKING:
     from app.service.runtime import Runtime
 
 Row = tuple[str, ...]
+NAME_HELP = "the model's name: letters, digits, '.', '_', '-' (at most 64)"
+OPTIONS_HELP = (
+    "model options, e.g. alpha=0.5 min_learns=50 (a value is read as JSON when it can be; "
+    "empty resets to the default); docs/configuration.md lists them"
+)
 
 
 class BadArgument(CommandError):
@@ -60,7 +69,7 @@ def add_models_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
         "event_model=multinomial spam_threshold=0.95`. Options are listed in "
         "docs/configuration.md and `spamsift models show default`.",
     )
-    create.add_argument("name", metavar="NAME")
+    create.add_argument("name", metavar="NAME", help=NAME_HELP)
     create.add_argument(
         "--classes", help="comma-separated labels (default: ham,spam)", default=None
     )
@@ -71,12 +80,12 @@ def add_models_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
         help="classify on this model's counts summed with MODEL's (a personal model backed by "
         "a global one); same as backed_by=MODEL",
     )
-    create.add_argument("options", nargs="*", metavar="OPTION=VALUE")
+    create.add_argument("options", nargs="*", metavar="OPTION=VALUE", help=OPTIONS_HELP)
     _add_common(create, "spamsift models create")
     create.set_defaults(run=run_create)
 
     show = model_commands.add_parser("show", help="a model's options and message counts")
-    show.add_argument("name", metavar="NAME")
+    show.add_argument("name", metavar="NAME", help="the model")
     _add_common(show, "spamsift models show")
     show.set_defaults(run=run_show)
 
@@ -84,15 +93,15 @@ def add_models_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
         "set",
         help="change options (no retraining needed); OPTION= resets one to its default",
     )
-    change.add_argument("name", metavar="NAME")
-    change.add_argument("options", nargs="+", metavar="OPTION=VALUE")
+    change.add_argument("name", metavar="NAME", help="the model")
+    change.add_argument("options", nargs="+", metavar="OPTION=VALUE", help=OPTIONS_HELP)
     _add_common(change, "spamsift models set")
     change.set_defaults(run=run_set)
 
     delete = model_commands.add_parser(
         "delete", help="delete a model and everything it learned (asks first)"
     )
-    delete.add_argument("name", metavar="NAME")
+    delete.add_argument("name", metavar="NAME", help="the model")
     delete.add_argument("--yes", action="store_true", help="do not ask (for scripts)")
     _add_common(delete, "spamsift models delete")
     delete.set_defaults(run=run_delete)
@@ -100,7 +109,15 @@ def add_models_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     stats = commands.add_parser(
         "stats", help="a model's dashboard: counts, vocabulary, activity, strongest tokens"
     )
-    stats.add_argument("name", nargs="?", default="default", metavar="MODEL")
+    stats.add_argument(
+        "name", nargs="?", default=None, metavar="MODEL", help="the model (default: default)"
+    )
+    stats.add_argument(
+        "--model",
+        dest="model_option",
+        metavar="MODEL",
+        help="the model, named as train and classify name it (the same as MODEL)",
+    )
     _add_common(stats, "spamsift stats")
     stats.set_defaults(run=run_stats)
 
@@ -199,8 +216,13 @@ def run_delete(args: argparse.Namespace) -> int:
 
 
 def run_stats(args: argparse.Namespace) -> int:
+    if args.name and args.model_option and args.name != args.model_option:
+        raise SystemExit(
+            _fail(args.command_name, BadArgument("give the model once: MODEL or --model MODEL"))
+        )
+    name = args.model_option or args.name or "default"
     with _admin(args) as admin:
-        stats = admin.stats(args.name)
+        stats = admin.stats(name)
     if args.json:
         return _print_json(stats)
     print(f"model {stats['model']}  (generation {stats['generation']}, {stats['event_model']})")
@@ -312,12 +334,15 @@ def _fail(command: str, error: Exception) -> int:
 class LocalAdmin:
     def __init__(self, command: str) -> None:
         from app.service.runtime import Runtime
-        from app.store.migrate import upgrade_schema
 
         settings = Settings()
         announce_database(command, settings)
         self.runtime: Runtime = Runtime(settings)
-        upgrade_schema(self.runtime.db)
+        try:
+            upgrade_local_schema(self.runtime.db)
+        except SpamsiftError:
+            self.runtime.db.dispose()
+            raise
 
     def all(self) -> list[dict[str, Any]]:
         from app.service.models import MAX_PAGE, list_models
@@ -332,10 +357,9 @@ class LocalAdmin:
             after = page.next
 
     def create(self, name: str, classes: list[str] | None, options: dict[str, Any]) -> Any:
-        from app.service.models import MODEL_NAME_PATTERN, create_model
+        from app.service.models import check_model_name, create_model
 
-        if not re.match(MODEL_NAME_PATTERN, name):
-            raise BadArgument(f"a model name matches {MODEL_NAME_PATTERN}; got {name!r}")
+        check_model_name(name)
         config, relation = _split_relation(options)
         return _model_json(
             create_model(self.runtime, name=name, classes=classes, config=config, relation=relation)

@@ -4,13 +4,14 @@ migrate the schema, rebuild the database to its live rows."""
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 
 
 def add_serve_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = commands.add_parser("serve", help="run the HTTP API (brings the schema up to date)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
     serve.add_argument("--workers", type=int, default=1, help="server processes (default 1)")
     serve.add_argument(
         "--limit-concurrency",
@@ -45,9 +46,16 @@ def add_serve_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     vacuum.set_defaults(run=run_db_vacuum)
 
 
+EXIT_CANNOT_LISTEN = 3  # uvicorn's own status for a failed start; docs/cli.md
+
+
 def run_serve(args: argparse.Namespace) -> int:
     from app.serving import ServeError, serve
 
+    busy = why_not_listen(args.host, args.port)
+    if busy is not None:  # said before the schema is touched, in one line
+        print(f"spamsift serve: {busy}", file=sys.stderr)
+        return EXIT_CANNOT_LISTEN
     try:  # app/serving.py: settings checked, JSON logs, schema upgraded, then uvicorn
         serve(
             host=args.host,
@@ -60,6 +68,25 @@ def run_serve(args: argparse.Namespace) -> int:
         print(f"spamsift serve: {error}", file=sys.stderr)
         return 2
     return 0
+
+
+def why_not_listen(host: str, port: int) -> str | None:
+    """Why `serve` could not listen on host:port (in use, a privileged port, an unknown
+    address), or None. A probe bound and closed at once, with SO_REUSEADDR as uvicorn binds;
+    a port taken between probe and start still stops uvicorn with the same status."""
+    where = f"{host}:{port}"
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as error:
+        return f"cannot listen on {where}: {error}"
+    family, kind, protocol, _, address = found[0]
+    with socket.socket(family, kind, protocol) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as error:
+            return f"cannot listen on {where}: {(error.strerror or str(error)).lower()}"
+    return None
 
 
 def run_db_upgrade(_: argparse.Namespace) -> int:
@@ -85,7 +112,12 @@ def run_db_vacuum(_: argparse.Namespace) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
     from app.errors import DatabaseUnavailable
-    from app.serving import ServeError, describe_database, load_settings
+    from app.serving import (
+        ServeError,
+        describe_database,
+        describe_database_failure,
+        load_settings,
+    )
     from app.store.engine import Database
 
     try:
@@ -101,7 +133,8 @@ def run_db_vacuum(_: argparse.Namespace) -> int:
         db.vacuum()
         after = db.size_bytes() or 0
     except (SQLAlchemyError, DatabaseUnavailable) as error:
-        print(f"spamsift db vacuum: {type(error).__name__}: {error}", file=sys.stderr)
+        cause = describe_database_failure(error, settings.database_url)
+        print(f"spamsift db vacuum: {cause}", file=sys.stderr)
         return 1
     finally:
         db.dispose()

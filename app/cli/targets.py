@@ -128,18 +128,32 @@ def announce_database(command: str, settings: Settings) -> None:
         )
 
 
+def upgrade_local_schema(db: Database) -> None:
+    """Bring the schema up to date, as `serve` does. A database that cannot be used raises
+    DatabaseUnavailable naming the driver's cause as `spamsift db upgrade` says it (`database
+    "x" does not exist`, not the API's "unreachable … retry later"): every command opens its
+    database here first, so a mistyped URL is named alike by all of them."""
+    from app.errors import DatabaseUnavailable
+    from app.serving import describe_database_failure
+    from app.store.migrate import upgrade_schema
+
+    try:
+        upgrade_schema(db)
+    except DatabaseUnavailable as error:
+        raise DatabaseUnavailable(describe_database_failure(error, db.url)) from error
+
+
 @contextmanager
 def local_database(command: str) -> Iterator[Database]:
     """The database of SPAMSIFT_DATABASE_URL, named on stderr, its schema brought up to date,
     disposed after; DatabaseMissing when it does not exist yet."""
     from app.store.engine import Database
-    from app.store.migrate import upgrade_schema
 
     settings = Settings()
     announce_database(command, settings)
     db = Database(settings.database_url, lock_timeout_seconds=settings.lock_timeout_seconds)
     try:
-        upgrade_schema(db)  # an older schema is brought up to date, as `serve` does
+        upgrade_local_schema(db)
         yield db
     finally:
         db.dispose()
@@ -158,7 +172,6 @@ class LocalTarget:
 
     def __init__(self, settings: Settings, *, model: str, command: str = "spamsift") -> None:
         from app.service.runtime import Runtime
-        from app.store.migrate import upgrade_schema
 
         try:
             announce_database(command, settings)
@@ -168,7 +181,7 @@ class LocalTarget:
         self.settings = settings
         self.runtime: Runtime = Runtime(settings)
         try:
-            upgrade_schema(self.runtime.db)  # an older schema is brought up to date
+            upgrade_local_schema(self.runtime.db)
         except SpamsiftError as error:
             self.runtime.db.dispose()
             raise CommandError(error.message) from error

@@ -10,7 +10,6 @@ reported, and every other message of the batch is trained.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 import time
@@ -22,6 +21,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from app.cli.progress import progress_bar
 from app.cli.sources import Item, Unusable, find_sources, read_sources
 from app.cli.targets import (
     CommandError,
@@ -48,7 +48,13 @@ def add_train_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "is an mbox; .jsonl and .jsonl.gz corpora carry their own labels; - is standard "
         "input (an mbox or one message).",
     )
-    train.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    train.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="a message file, a folder of them, an mbox, a Maildir or a .jsonl[.gz] corpus",
+    )
     train.add_argument(
         "--label", help="the class of the messages (needed unless every PATH is a corpus)"
     )
@@ -146,19 +152,13 @@ def run_train(args: argparse.Namespace) -> int:
         )
         target.close()
         return 2
-    on_terminal = not args.no_progress and sys.stderr.isatty()
-    # A terminal that tells no size (0 x 0, e.g. a fresh pty) still gets a bar.
-    size = os.get_terminal_size(sys.stderr.fileno()) if on_terminal else None
     from_stdin = any(source.kind == "stdin" for source in sources)
-    bar = tqdm(
-        total=None if from_stdin else sum(source.size_bytes for source in sources),
+    bar = progress_bar(
+        "training",
         unit="B",
         unit_scale=True,
-        desc="training",
-        disable=not on_terminal,
-        leave=False,
-        ncols=(size.columns or 80) if size else None,
-        nrows=(size.lines or 24) if size else None,
+        total=None if from_stdin else sum(source.size_bytes for source in sources),
+        hidden=args.no_progress,
     )
     status = 0
 

@@ -19,10 +19,13 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from app.cli.bogofilter import import_dump
+from app.cli.progress import progress_bar
 from app.cli.targets import local_database
 from app.errors import InvalidInput, SpamsiftError
 
 if TYPE_CHECKING:  # loaded when the command runs, not for every `spamsift` start
+    from tqdm import tqdm
+
     from app.service.transfer import TransferSummary
 
 
@@ -79,10 +82,15 @@ def run_export(args: argparse.Namespace) -> int:
 
     summary = TransferSummary()
     try:
-        with local_database("spamsift export") as db, _output(args.output) as output:
+        with (
+            local_database("spamsift export") as db,
+            _output(args.output) as output,
+            progress_bar("exporting", unit=" rows", unit_scale=True) as bar,
+        ):
             for record in export_records(db, model_names=args.models, summary=summary):
                 output.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
                 output.write("\n")
+                bar.update(_rows_in(record))
     except SpamsiftError as error:
         print(f"spamsift export: {error.message}", file=sys.stderr)
         return 1
@@ -102,8 +110,12 @@ def run_import(args: argparse.Namespace) -> int:
         print(f"spamsift import: {args.file}: no such file", file=sys.stderr)
         return 2
     try:
-        with local_database("spamsift import") as db, _input(args.file) as lines:
-            summary = import_records(db, _records(lines), replace=args.replace)
+        with (
+            local_database("spamsift import") as db,
+            _input(args.file) as lines,
+            progress_bar("importing", unit=" rows", unit_scale=True) as bar,
+        ):
+            summary = import_records(db, _counted(_records(lines), bar), replace=args.replace)
     except SpamsiftError as error:
         print(f"spamsift import: {error.message}", file=sys.stderr)
         return 1
@@ -147,6 +159,19 @@ def _records(lines: IO[str]) -> Iterator[dict[str, Any]]:
         except json.JSONDecodeError as error:
             raise InvalidInput(f"line {number}: not JSON ({error.msg})") from error
         yield record
+
+
+def _counted(records: Iterator[dict[str, Any]], bar: tqdm[Any]) -> Iterator[dict[str, Any]]:
+    for record in records:
+        yield record
+        bar.update(_rows_in(record))
+    bar.set_description("committing")  # the one transaction's commit, a while on big imports
+
+
+def _rows_in(record: Any) -> int:
+    """The table rows a record of an export carries (its `rows` records), for the bar."""
+    rows = record.get("rows") if isinstance(record, dict) and record.get("type") == "rows" else None
+    return len(rows) if isinstance(rows, list) else 0
 
 
 @contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,6 +32,17 @@ from app.store.counts import read_class_totals
 log = logging.getLogger(__name__)
 
 MODEL_NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,63}$"
+# The pattern in words, for messages (a regular expression is no answer to give a person).
+MODEL_NAME_RULE = (
+    "1-64 characters: lowercase letters, digits, '.', '_' and '-', starting with a letter or "
+    "digit (e.g. default, example.org, alice)"
+)
+
+
+def check_model_name(name: str) -> None:
+    """InvalidInput unless `name` can name a model."""
+    if not re.fullmatch(MODEL_NAME_PATTERN, name):
+        raise InvalidInput(f"a model name is {MODEL_NAME_RULE}; got {name!r}")
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import partial
 
 import numpy as np
 from sqlalchemy import Connection
@@ -406,7 +407,9 @@ def _items_for_message_id(
         rt.flush_classifications(backing.id)
     since = rt.retention_start()
 
-    def look(conn: Connection) -> tuple[list[StoredMessage], str | None, _Item | None]:
+    def look(
+        conn: Connection, message_id: str
+    ) -> tuple[list[StoredMessage], str | None, _Item | None]:
         stored = find_trained_by_message_id(conn, live.id, message_id)
         record = (
             find_classification(conn, live.id, message_id, since=since)
@@ -427,7 +430,10 @@ def _items_for_message_id(
                 item = _with_backing_record(conn, live, item, backing, since)
         return stored, None if record is None else record.verdict, item
 
-    stored, verdict, classified = rt.db.run(look, write=False)
+    for candidate in message_id_forms(message_id):
+        stored, verdict, classified = rt.db.run(partial(look, message_id=candidate), write=False)
+        if stored or classified is not None:
+            break
     if stored:
         items = [
             _Item(
@@ -443,10 +449,24 @@ def _items_for_message_id(
         return items, verdict
     if classified is not None:
         return [classified], verdict
+    tried = message_id_forms(message_id)
+    also = f" (nor {tried[1]!r}: a Message-ID keeps its angle brackets)" if len(tried) > 1 else ""
     raise MessageNotFound(
         f"message_id {message_id!r} was neither trained nor classified within the retention "
-        "period; send the message with the feedback"
+        f"period{also}; send the message with the feedback"
     )
+
+
+def message_id_forms(message_id: str) -> list[str]:
+    """The ids feedback looks for, in turn: `message_id` as given, then, for an address
+    without its angle brackets (`abc@example.org`, as some IMAP hooks pass a Message-ID), the
+    header's own form `<abc@example.org>`. The second is tried only when the first names
+    nothing, so an id trained without brackets is still found as given; a message trained
+    under both forms is found as given, never guessed."""
+    forms = [message_id]
+    if "@" in message_id and not message_id.startswith("<") and not message_id.endswith(">"):
+        forms.append(f"<{message_id.strip()}>")
+    return forms
 
 
 def _with_backing_record(

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import base64
 import os
-import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ from sqlalchemy.exc import IntegrityError
 
 from app.errors import Conflict, InvalidBacking, InvalidInput, ModelExists, ModelNotFound
 from app.service.model_config import check_classes, parse_config
-from app.service.models import MODEL_NAME_PATTERN, set_relation
+from app.service.models import check_model_name, set_relation
 from app.store import models as store_models
 from app.store.counts import read_class_totals
 from app.store.engine import Database
@@ -218,8 +217,7 @@ class _Importer:
     def _model(self, conn: Connection, where: str, record: dict[str, Any]) -> None:
         try:
             name = str(record["name"])
-            if not re.fullmatch(MODEL_NAME_PATTERN, name):
-                raise InvalidInput(f"model name {name!r} does not match {MODEL_NAME_PATTERN}")
+            check_model_name(name)
             classes = check_classes(list(record["classes"]))
             parse_config(dict(record["config"]), classes=classes)
             model = {

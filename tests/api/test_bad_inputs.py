@@ -145,6 +145,7 @@ def train(client: TestClient, form: str, message: bytes | str) -> Any:
     return post_json(client, "/v1/models/default/train", {"label": "spam", "raw": message})
 
 
+@pytest.mark.slow  # the whole catalogue, each through four routes: ~60 s on 2 idle cores
 @pytest.mark.parametrize("bad", CATALOGUE, ids=[bad.id for bad in CATALOGUE])
 def test_a_bad_message_is_answered_as_documented_and_stored_safely(
     settings: Settings, bad: BadInput

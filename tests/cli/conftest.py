@@ -5,8 +5,10 @@ SPAMSIFT_DATABASE_URL (SQLite file or PostgreSQL, from the `database_url` fixtur
 from __future__ import annotations
 
 import os
+import pty
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -55,6 +57,40 @@ class Cli:
         completed = self(*args, input=input)
         assert completed.returncode == 0, completed.stderr.decode()
         return completed.stdout.decode()
+
+
+def run_on_terminal(cli: Cli, *args: str) -> tuple[subprocess.CompletedProcess[bytes], bytes]:
+    """Run `spamsift …` with stderr on a pseudo-terminal, as an operator sees it; the run
+    (stdout captured) and what the terminal showed."""
+    leader, follower = pty.openpty()
+    seen = bytearray()
+
+    def read_terminal() -> None:
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the terminal closed: everything has been read
+                return
+            if not chunk:
+                return
+            seen.extend(chunk)
+
+    reader = threading.Thread(target=read_terminal)
+    reader.start()
+    try:
+        completed = subprocess.run(
+            [SPAMSIFT, *args],
+            env=clean_environment(cli.database_url),
+            cwd=cli.cwd,
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            timeout=120,
+        )
+    finally:
+        os.close(follower)
+        reader.join(timeout=10)
+        os.close(leader)
+    return completed, bytes(seen)
 
 
 @pytest.fixture

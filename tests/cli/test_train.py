@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import pty
 import re
-import subprocess
-import threading
 from pathlib import Path
 
 import pytest
 
 from app.store.engine import Database
 from tests.builders import StoredCounts, ham_text, spam_text, stored_counts
-from tests.cli.conftest import SPAMSIFT, Cli, clean_environment
+from tests.cli.conftest import Cli, run_on_terminal
 from tests.cli.mailfiles import (
     ham_bytes,
     latin1_ham,
@@ -214,34 +210,9 @@ def test_no_progress_bar_when_stderr_is_not_a_terminal(cli: Cli, tmp_path: Path)
 
 def test_a_terminal_gets_a_progress_bar_with_messages_per_second(cli: Cli, tmp_path: Path) -> None:
     folder = write_eml_folder(tmp_path / "eml", [spam_bytes(i) for i in range(6)])
-    leader, follower = pty.openpty()
-    seen = bytearray()
-
-    def read_terminal() -> None:
-        while True:
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:  # the terminal closed: everything has been read
-                return
-            if not chunk:
-                return
-            seen.extend(chunk)
-
-    reader = threading.Thread(target=read_terminal)
-    reader.start()
-    try:
-        completed = subprocess.run(
-            [SPAMSIFT, "train", "--label", "spam", "--batch-size", "2", str(folder)],
-            env=clean_environment(cli.database_url),
-            cwd=cli.cwd,
-            stdout=subprocess.PIPE,
-            stderr=follower,
-            timeout=120,
-        )
-    finally:
-        os.close(follower)
-        reader.join(timeout=10)
-        os.close(leader)
+    completed, seen = run_on_terminal(
+        cli, "train", "--label", "spam", "--batch-size", "2", str(folder)
+    )
     assert completed.returncode == 0
     assert b"messages/s" in seen
     assert b"training" in seen
