@@ -164,7 +164,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         else:
             left_out[marker] += 1
     if len(kept) < len(items):
-        config.hook.pytest_deselected(items=[item for item in items if item not in set(kept)])
+        kept_ids = {id(item) for item in kept}
+        config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept_ids])
         items[:] = kept
     config.stash[LEFT_OUT] = left_out
 
