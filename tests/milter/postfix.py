@@ -57,7 +57,7 @@ alias_maps =
 alias_database =
 smtputf8_enable = no
 biff = no
-smtpd_milters = inet:127.0.0.1:{milter_port}
+{milters}
 milter_protocol = 6
 milter_default_action = accept
 milter_connect_timeout = 10s
@@ -66,7 +66,8 @@ milter_content_timeout = 30s
 
 
 class Postfix:
-    def __init__(self, root: Path, *, smtp_port: int, milter_port: int) -> None:
+    def __init__(self, root: Path, *, smtp_port: int, milter_port: int | None) -> None:
+        """`milter_port` None: no milter (Postfix alone, what a milter's cost is measured on)."""
         import pwd
 
         owner = pwd.getpwnam("postfix")
@@ -80,7 +81,9 @@ class Postfix:
         values = {
             "root": root,
             "smtp_port": smtp_port,
-            "milter_port": milter_port,
+            "milters": ""
+            if milter_port is None
+            else f"smtpd_milters = inet:127.0.0.1:{milter_port}",
             "uid": owner.pw_uid,
             "gid": owner.pw_gid,
         }
@@ -96,6 +99,10 @@ class Postfix:
 
     def stop(self) -> None:
         subprocess.run([POSTFIX, "-c", str(self.config), "abort"], timeout=60, check=False)
+
+    def delivered_count(self) -> int:
+        new = self.maildir / "new"
+        return sum(1 for _ in new.iterdir()) if new.is_dir() else 0
 
     def delivered(self, count: int, timeout: float = 60) -> list[bytes]:
         """Wait for `count` messages in the Maildir; return them (oldest first)."""

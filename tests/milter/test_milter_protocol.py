@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy.engine import make_url
 
 from app.config import Settings
 from app.main import create_app
 from tests.builders import ham_message, spam_message, train_examples
 from tests.milter.client import MilterClient, added_headers
+from tests.milter.cut_link import CutLink
 from tests.servers import free_port
 
 Serve = Callable[..., tuple[TestClient, MilterClient]]
@@ -161,3 +163,24 @@ def test_a_report_of_the_delivered_copy_finds_the_milters_verdict(serve: Serve) 
     assert by_id.json()["changed"] is False
     activity = client.get("/v1/models/default/stats").json()["activity"]["all"]
     assert activity["corrections"] == 1  # the milter said spam; one report, counted once
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_mail_passes_marked_when_the_database_stops_answering(
+    serve: Serve, database_url: str
+) -> None:
+    url = make_url(database_url)
+    link = CutLink(url.host or "127.0.0.1", url.port or 5432)
+    try:
+        relayed = url.set(host="127.0.0.1", port=link.port).render_as_string(hide_password=False)
+        # Another process's training is looked for every 0.01 s: the next message waits on it.
+        _, milter = serve(database_url=relayed, sync_interval_seconds=0.01)
+        assert added_headers(milter.message(spam_message(96).encode(), ["bob@example.net"]))
+
+        link.cut()
+        replies = milter.message(spam_message(97).encode(), ["bob@example.net"])
+
+        assert replies[-1][0] == b"c"
+        assert added_headers(replies) == {"X-Spamsift-Scanned": "no (timeout)"}
+    finally:
+        link.close()

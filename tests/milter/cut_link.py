@@ -1,0 +1,55 @@
+"""A TCP relay to the database that can be cut: after `cut()` it forwards nothing more, in
+either direction, and the connections stay open, as a database behind a dead network does."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+
+class CutLink:
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.listener.getsockname()[1])
+        self.open = threading.Event()
+        self.open.set()
+        self.sockets: list[socket.socket] = [self.listener]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def cut(self) -> None:
+        self.open.clear()
+
+    def close(self) -> None:
+        self.open.clear()
+        for sock in self.sockets:
+            sock.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            self.sockets.append(client)
+            if not self.open.is_set():
+                continue  # accepted, never answered
+            server = socket.create_connection(self.target)
+            self.sockets.append(server)
+            for source, sink in ((client, server), (server, client)):
+                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+        while True:
+            try:
+                data = source.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            if not self.open.is_set():
+                continue  # swallowed: the peer waits for an answer that never comes
+            try:
+                sink.sendall(data)
+            except OSError:
+                return
