@@ -50,7 +50,7 @@ def start_spamsift(root: Path, milter_port: int) -> tuple[subprocess.Popen[bytes
         **os.environ,
         "SPAMSIFT_DATABASE_URL": f"sqlite:///{root}/spamsift.db",
         "SPAMSIFT_MILTER_ADDRESS": f"127.0.0.1:{milter_port}",
-        "SPAMSIFT_LOG_LEVEL": "warning",
+        "SPAMSIFT_LOG_LEVEL": os.environ.get("SPAMSIFT_LOG_LEVEL", "warning"),
     }
     spamsift = str(Path(sys.executable).with_name("spamsift"))
     process = subprocess.Popen(

@@ -15,7 +15,9 @@ import contextlib
 import fcntl
 import logging
 import re
+import socket
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,8 +129,10 @@ class MilterServer:
         """Serve one MTA connection: any number of messages until QUIT."""
         no_reply = 0
         envelope = Envelope()
+        quick_ack = _quick_ack(writer)
         try:
             while (received := await protocol.read_packet(reader)) is not None:
+                quick_ack()
                 command, data = received
                 if command == protocol.OPTNEG:
                     answer = protocol.negotiate(data)
@@ -311,3 +315,26 @@ class MilterServer:
             self._missing[model] = time.monotonic() + MISSING_MODEL_SECONDS
         default = self.settings.milter_model
         return classify_mail(self.rt, model_name=default, raw=raw, names=self.names), default
+
+
+def _quick_ack(writer: asyncio.StreamWriter) -> Callable[[], None]:
+    """A function that makes the kernel acknowledge what arrived at once (TCP_QUICKACK, Linux).
+
+    The MTA writes some packets that get no reply (macros before a command, and headers, body
+    chunks, recipients where it agreed to expect none) and then waits for the reply to the next
+    one; with Nagle's algorithm on its side, that next packet waits for the acknowledgement of
+    the first, which Linux delays by up to 40 ms. Measured through Postfix 3.7, 60 messages
+    sent one after the other on one SMTP session (load average 16 on 2 cores): 104 ms a message
+    at the median, of which 10 in the milter; with quick acknowledgements 44 ms. The flag does
+    not stay set, hence once per packet.
+    """
+    sock = writer.get_extra_info("socket")
+    option = getattr(socket, "TCP_QUICKACK", None)
+    if sock is None or option is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return lambda: None
+
+    def acknowledge() -> None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, option, 1)
+
+    return acknowledge

@@ -56,13 +56,19 @@ def verdict_headers(
     spam_threshold: float = DEFAULT_SPAM_THRESHOLD,
     names: SpamHeaderNames = SpamHeaderNames(),
 ) -> list[tuple[str, str]]:
-    """Return the (name, value) fields to add to a message classified as `verdict` with spam
-    probability `probability` (None for a model without a spam class)."""
+    """Return the (name, value) fields to add to a message classified as `verdict` with
+    `probability` (P(spam) for a ham/spam model).
+
+    The X-Spam-* fields speak of spam: they are left out for a verdict that is none of spam,
+    ham and unsure, or without a probability.
+    """
     fields = [(VERDICT_HEADER, verdict)]
     if probability is not None:
         fields.append((PROBABILITY_HEADER, f"{probability:.6f}"))
+    if probability is None or verdict not in ("spam", "ham", "unsure"):
+        return fields
     is_spam = verdict == "spam"
-    score = 10 * (probability if probability is not None else 0.0)
+    score = round(10 * probability, 1)  # the stars count what the status shows
     if names.flag and is_spam:
         fields.append((names.flag, "YES"))
     if names.status:

@@ -13,6 +13,7 @@ FINAL = {b"a", b"c", b"r", b"t", b"y", b"d"}
 class MilterClient:
     def __init__(self, host: str, port: int, *, steps: int = ALL_STEPS) -> None:
         self.sock = socket.create_connection((host, port), timeout=30)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as Postfix writes
         self.send(b"O", struct.pack(">III", 6, ALL_ACTIONS, steps))
         command, data = self.read()
         assert command == b"O"
