@@ -15,6 +15,8 @@ class CutLink:
         self.open = threading.Event()
         self.open.set()
         self.sockets: list[socket.socket] = [self.listener]
+        self.lock = threading.Lock()
+        self.closed = False
         threading.Thread(target=self._accept, daemon=True).start()
 
     def cut(self) -> None:
@@ -22,8 +24,19 @@ class CutLink:
 
     def close(self) -> None:
         self.open.clear()
-        for sock in self.sockets:
-            sock.close()
+        with self.lock:
+            self.closed = True
+            for sock in self.sockets:
+                sock.close()
+
+    def _keep(self, sock: socket.socket) -> bool:
+        """Remember `sock` to close it; False (and closed) when the link is closed already."""
+        with self.lock:
+            if self.closed:
+                sock.close()
+                return False
+            self.sockets.append(sock)
+            return True
 
     def _accept(self) -> None:
         while True:
@@ -31,11 +44,11 @@ class CutLink:
                 client, _ = self.listener.accept()
             except OSError:
                 return
-            self.sockets.append(client)
-            if not self.open.is_set():
+            if not self._keep(client) or not self.open.is_set():
                 continue  # accepted, never answered
             server = socket.create_connection(self.target)
-            self.sockets.append(server)
+            if not self._keep(server):
+                continue
             for source, sink in ((client, server), (server, client)):
                 threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
 
