@@ -3,8 +3,11 @@ either direction, and the connections stay open, as a database behind a dead net
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
+
+from sqlalchemy.engine import make_url
 
 
 class CutLink:
@@ -19,6 +22,14 @@ class CutLink:
         self.closed = False
         threading.Thread(target=self._accept, daemon=True).start()
 
+    @classmethod
+    def to_database(cls, database_url: str) -> tuple[CutLink, str]:
+        """A link to the PostgreSQL server of `database_url`, and the URL through it."""
+        url = make_url(database_url)
+        link = cls(url.host or "127.0.0.1", url.port or 5432)
+        relayed = url.set(host="127.0.0.1", port=link.port)
+        return link, relayed.render_as_string(hide_password=False)
+
     def cut(self) -> None:
         self.open.clear()
 
@@ -26,7 +37,11 @@ class CutLink:
         self.open.clear()
         with self.lock:
             self.closed = True
+            # shutdown first: close alone leaves the accepting thread in accept() on Linux, the
+            # port listening, and a new database connection waiting there for ever.
             for sock in self.sockets:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
                 sock.close()
 
     def _keep(self, sock: socket.socket) -> bool:

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy.engine import make_url
 
 from app.config import Settings
 from app.main import create_app
@@ -170,10 +169,8 @@ def test_a_report_of_the_delivered_copy_finds_the_milters_verdict(serve: Serve) 
 def test_mail_passes_marked_when_the_database_stops_answering(
     serve: Serve, database_url: str
 ) -> None:
-    url = make_url(database_url)
-    link = CutLink(url.host or "127.0.0.1", url.port or 5432)
+    link, relayed = CutLink.to_database(database_url)
     try:
-        relayed = url.set(host="127.0.0.1", port=link.port).render_as_string(hide_password=False)
         # carol's model is not in memory (made, never used): her mail needs the database. (A
         # model held in memory classifies without it, until it looks for others' training.)
         client, milter = serve(

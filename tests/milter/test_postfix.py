@@ -15,7 +15,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy.engine import make_url
 
 from tests.builders import ham_message, spam_message
 from tests.milter.cut_link import CutLink
@@ -146,9 +145,7 @@ def test_postfix_marks_spam_and_ham_and_refuses_spam_by_policy(mail_root: Path) 
 def test_postfix_delivers_mail_marked_unscanned_when_the_database_stops_answering(
     mail_root: Path, database_url: str
 ) -> None:
-    url = make_url(database_url)
-    link = CutLink(url.host or "127.0.0.1", url.port or 5432)
-    relayed = url.set(host="127.0.0.1", port=link.port).render_as_string(hide_password=False)
+    link, relayed = CutLink.to_database(database_url)
     milter_port, smtp_port = free_port(), free_port()
     postfix = Postfix(mail_root, smtp_port=smtp_port, milter_port=milter_port)
     postfix.start()
