@@ -206,6 +206,47 @@ class Settings(BaseSettings):
         "retention period, per process (0: no quota)",
     )
 
+    # Mail servers: the milter (Postfix smtpd_milters, Sendmail INPUT_MAIL_FILTER) that
+    # `spamsift serve` runs beside the HTTP API when an address is set.
+    milter_address: str = Field(
+        default="",
+        description="where the milter listens: host:port (127.0.0.1:11332) or unix:/path; "
+        "empty (the default): no milter",
+    )
+    milter_model: str = Field(
+        default="default", description="the model the milter classifies with by default"
+    )
+    milter_recipient_models: str = Field(
+        default="",
+        description="comma-separated recipient=model entries: an address "
+        "(bob@example.org=bob) or a domain (@example.org=example-org); the address wins",
+    )
+    milter_model_per_recipient: bool = Field(
+        default=False,
+        description="a recipient without an entry is classified by the model named after its "
+        "address (lower-cased, @ as .: bob.example.org) where that model exists",
+    )
+    milter_spam_action: Literal["tag", "quarantine", "reject"] = Field(
+        default="tag",
+        description="what the milter does with spam beyond adding headers: tag (nothing "
+        "more), quarantine (the MTA's hold queue), reject (550 at milter_reject_threshold)",
+    )
+    milter_reject_threshold: float = Field(
+        default=0.999,
+        gt=0,
+        le=1,
+        description="with milter_spam_action=reject: spam at this P(spam) or above is refused "
+        "with 550 (other spam is tagged); never a message whose verdict is not spam",
+    )
+    milter_timeout_seconds: float = Field(
+        default=1.5,
+        gt=0,
+        description="a message not classified by then passes unscanned, marked so (fail open)",
+    )
+    spam_flag_header: str = Field(default="X-Spam-Flag", description="empty: not added")
+    spam_status_header: str = Field(default="X-Spam-Status", description="empty: not added")
+    spam_level_header: str = Field(default="X-Spam-Level", description="empty: not added")
+
     # The compiled token core where it is built (auto), or the pure-Python reference forced
     # (python); compiled refuses to start where the extension is not built.
     tokenizer: CoreChoice = Field(
@@ -236,6 +277,37 @@ class Settings(BaseSettings):
                     f"a comma-separated list of IP addresses or networks, got {entry!r}"
                 ) from None
         return ",".join(entries)
+
+    @field_validator("milter_address")
+    @classmethod
+    def _listen_address(cls, address: str) -> str:
+        address = address.strip()
+        if address and not address.startswith("unix:"):
+            host, colon, port = address.rpartition(":")
+            if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"host:port or unix:/path, got {address!r}")
+        if address == "unix:":
+            raise ValueError("unix: needs a socket path, e.g. unix:/run/spamsift/milter.sock")
+        return address
+
+    @field_validator("milter_recipient_models")
+    @classmethod
+    def _recipient_entries(cls, entries: str) -> str:
+        for entry in filter(None, (part.strip() for part in entries.split(","))):
+            recipient, equals, model = entry.partition("=")
+            if not equals or "@" not in recipient or not model.strip():
+                raise ValueError(
+                    f"entries are address=model or @domain=model, comma-separated; got {entry!r}"
+                )
+        return entries
+
+    @field_validator("spam_flag_header", "spam_status_header", "spam_level_header")
+    @classmethod
+    def _field_name(cls, name: str) -> str:
+        name = name.strip()
+        if name and not all(33 <= ord(char) <= 126 and char != ":" for char in name):
+            raise ValueError(f"a header field name (printable ASCII, no colon), got {name!r}")
+        return name
 
     @field_validator("admin_key")
     @classmethod

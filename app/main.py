@@ -32,6 +32,7 @@ from app.api.schemas import (
     UpdateModelRequest,
 )
 from app.config import Settings
+from app.milter.server import MilterServer
 from app.service.keys import KeyGuard
 from app.service.runtime import Runtime
 
@@ -50,6 +51,9 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         key_guard.start()  # seeds SPAMSIFT_ADMIN_KEY; warns loudly in development mode
         rt.start()
+        milter = MilterServer(rt, settings) if settings.milter_address else None
+        if milter is not None:
+            await milter.start()  # on this worker's event loop, beside the HTTP API
         # The ~120,000 objects of the interpreter and libraries (FastAPI, pydantic, numpy,
         # SQLAlchemy) live as long as the process: out of the collector's sight, a full
         # collection scans what requests made since, in a millisecond or so, instead of
@@ -61,6 +65,8 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
             yield
         finally:
             gc.unfreeze()  # an app made and closed again (tests) leaves nothing frozen behind
+            if milter is not None:
+                await milter.close()
             rt.close()
             if worker_loads is not None:
                 worker_loads.close()

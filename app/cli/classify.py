@@ -1,12 +1,13 @@
 """`spamsift classify [FILE|-]`: the verdict as text, JSON, exit status, or added headers.
 
 Exit status, as bogofilter's: 0 spam, 1 ham, 2 unsure (or another class of a model that is not
-ham/spam), 3 error. `--add-header` makes it a mail filter (procmail, maildrop, a Postfix pipe):
-it prints the message unchanged but for `X-Spamsift-Verdict` and `X-Spamsift-Probability`
-first in its header block. A filter's caller often takes any status but 0 as a failure (procmail
-`fw`, Postfix pipe), hence `--exit-zero`: 0 for every verdict, 3 still on error. On an error in
-filter mode the message is printed unchanged, so mail keeps flowing when the filter cannot
-answer (fail open), and the status is 3.
+ham/spam), 3 error. `--add-header` makes it a mail filter (procmail, maildrop, a Postfix pipe): it
+prints the message unchanged but for `X-Spamsift-Verdict`, `X-Spamsift-Probability` and the
+SpamAssassin-style `X-Spam-Flag` (spam only), `X-Spam-Status` and `X-Spam-Level` first in its
+header block (names set by SPAMSIFT_SPAM_*_HEADER). A filter's caller often takes any status but 0
+as a failure (procmail `fw`, Postfix pipe), hence `--exit-zero`: 0 for every verdict, 3 still on
+error. On an error in filter mode the message is printed unchanged, so mail keeps flowing when the
+filter cannot answer (fail open), and the status is 3.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from app.cli.mail import add_verdict_headers
 from app.cli.sources import to_message
 from app.cli.targets import CommandError, Refused, add_target_arguments, open_target
 from app.config import Settings
+from app.service.verdict_headers import SpamHeaderNames
 
 EXIT_SPAM, EXIT_HAM, EXIT_UNSURE, EXIT_ERROR = 0, 1, 2, 3
 
@@ -38,8 +40,8 @@ def add_classify_command(commands: argparse._SubParsersAction[argparse.ArgumentP
     output.add_argument(
         "--add-header",
         action="store_true",
-        help="print the message with X-Spamsift-Verdict and X-Spamsift-Probability added "
-        "(a mail filter); on error the message unchanged",
+        help="print the message with X-Spamsift-Verdict, X-Spamsift-Probability, X-Spam-Flag, "
+        "X-Spam-Status and X-Spam-Level added (a mail filter); on error the message unchanged",
     )
     classify.add_argument(
         "--exit-zero",
@@ -67,7 +69,8 @@ def run_classify(args: argparse.Namespace) -> int:
     verdict = str(result["verdict"])
     probability = _probability(result)
     if args.add_header:
-        _write(add_verdict_headers(raw, verdict=verdict, probability=probability))
+        names = SpamHeaderNames.of(Settings())
+        _write(add_verdict_headers(raw, verdict=verdict, probability=probability, names=names))
     elif args.json:
         print(json.dumps(result, ensure_ascii=False))
     else:

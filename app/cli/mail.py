@@ -1,11 +1,12 @@
 """Raw messages as the command line handles them: their Message-ID, and spamsift's own headers.
 
-spamsift marks mail with `X-Spamsift-Verdict` and `X-Spamsift-Probability` (`classify
---add-header`). Those fields are removed before a message is classified, trained or reported,
-so the filter never learns its own verdict (a message filed as spam would otherwise teach
-"x-spamsift-verdict:spam"), and a message reported from a mailbox is the message that was
-classified. They are removed from the output of `--add-header` too: a sender could otherwise
-forge `X-Spamsift-Verdict: ham` for the rules after the filter to trust.
+spamsift marks mail with `X-Spamsift-Verdict` and `X-Spamsift-Probability`, and the SpamAssassin-
+style `X-Spam-Flag`, `X-Spam-Status` and `X-Spam-Level` (`classify --add-header`,
+app/service/verdict_headers.py). The X-Spamsift-* fields are removed before a message is
+classified, trained or reported, so the filter never learns its own verdict (a message filed as
+spam would otherwise teach "x-spamsift-verdict:spam"), and a message reported from a mailbox is the
+message that was classified. They are removed from the output of `--add-header` too: a sender could
+otherwise forge `X-Spamsift-Verdict: ham` for the rules after the filter to trust.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ import re
 from dataclasses import dataclass
 
 from app.service.messages import header_message_id
+from app.service.verdict_headers import DEFAULT_SPAM_THRESHOLD, SpamHeaderNames, verdict_headers
 
 OWN_HEADER_PREFIX = b"x-spamsift-"
-VERDICT_HEADER = "X-Spamsift-Verdict"
-PROBABILITY_HEADER = "X-Spamsift-Probability"
+DEFAULT_NAMES = SpamHeaderNames()
 
 _FIELD_NAME = re.compile(rb"[!-9;-~]+:")  # RFC 5322 field name: printable ASCII but ':'
 
@@ -65,17 +66,32 @@ def strip_own_headers(raw: bytes) -> bytes:
     return HeaderBlock(block.envelope, kept, block.rest).join()
 
 
-def add_verdict_headers(raw: bytes, *, verdict: str, probability: float | None) -> bytes:
-    """Return `raw` with X-Spamsift-Verdict and X-Spamsift-Probability first in its header
+def add_verdict_headers(
+    raw: bytes,
+    *,
+    verdict: str,
+    probability: float | None,
+    names: SpamHeaderNames = DEFAULT_NAMES,
+    spam_threshold: float = DEFAULT_SPAM_THRESHOLD,
+) -> bytes:
+    """Return `raw` with the verdict's header fields (`verdict_headers`: X-Spamsift-Verdict,
+    X-Spamsift-Probability, X-Spam-Flag, X-Spam-Status, X-Spam-Level) first in its header
     block (after an mbox `From ` line), in the message's own line ending; any X-Spamsift-*
-    field already there is dropped, every other byte is kept as it was."""
+    field or field of those X-Spam names already there is dropped (a sender's forgery),
+    every other byte is kept as it was."""
     block = split_header_block(raw)
     first_line = block.fields[0] if block.fields else raw[: _line_end(raw, 0)]
     newline = b"\r\n" if first_line.endswith(b"\r\n") else b"\n"
-    added = [f"{VERDICT_HEADER}: {verdict}".encode() + newline]
-    if probability is not None:
-        added.append(f"{PROBABILITY_HEADER}: {probability:.6f}".encode() + newline)
-    kept = [field for field in block.fields if not _is_own(field)]
+    fields = verdict_headers(
+        verdict=verdict, probability=probability, spam_threshold=spam_threshold, names=names
+    )
+    added = [f"{name}: {value}".encode() + newline for name, value in fields]
+    replaced = {name.lower().encode() for name in names.all()}
+    kept = [
+        field
+        for field in block.fields
+        if not _is_own(field) and field.split(b":", 1)[0].strip().lower() not in replaced
+    ]
     rest = block.rest
     if not block.fields and not rest.startswith((b"\r\n", b"\n")):
         rest = newline + rest  # a message without headers: keep its text out of the new block

@@ -351,6 +351,7 @@ def _score(
                 token_terms=np.asarray(X.data[start:end], dtype=np.int64),
                 verdict=decision,
                 classified_at=now,
+                body_digest=message.body_digest,
             )
         )
     return results, records

@@ -50,6 +50,9 @@ class PreparedMessage:
     message_id: str
     message_key: str
     tokens: HashedTokens
+    # Raw mail's body digest (see `body_digest`): how a report of a copy that a mail server
+    # delivered with more header fields finds the classification of the message. None for text.
+    body_digest: str | None = None
     # Plain `text` (an SMS, a chat line) trains with any token; raw mail needs the server's
     # min_train_tokens. A model's own min_train_tokens overrides both.
     from_text: bool = False
@@ -91,6 +94,7 @@ def prepare(
         message_id=message_id,
         message_key=message_key(message_id, tokens.digest),
         tokens=tokens,
+        body_digest=body_digest(content) if message.raw is not None else None,
         from_text=message.raw is None,
     )
 
@@ -141,6 +145,20 @@ def header_message_id(raw: bytes) -> str | None:
     if text and len(text) <= MAX_MESSAGE_ID_CHARS and text.isprintable():
         return text
     return None
+
+
+def body_digest(raw: bytes) -> str:
+    """sha256 of the body of raw mail (after its first empty line), line ends made LF and
+    trailing blanks dropped.
+
+    A mail server delivering a message adds header fields (Received, Return-Path,
+    Delivered-To, the filters' marks) and may turn CRLF into LF, but leaves the body as it
+    was: the message's Message-ID with this digest finds its classification in the copy a
+    user reports, where the digest of all its tokens (the message key) differs.
+    """
+    ends = [end + len(blank) for blank in (b"\n\n", b"\n\r\n") if (end := raw.find(blank)) >= 0]
+    body = raw[min(ends) :] if ends else raw
+    return hashlib.sha256(body.replace(b"\r\n", b"\n").rstrip()).hexdigest()
 
 
 def check_message_id(message_id: str) -> None:

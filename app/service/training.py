@@ -6,6 +6,7 @@ ledger and the activity counters commit together or not at all.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -35,6 +36,7 @@ from app.store.ledger import (
     delete_trained,
     find_classification,
     find_trained,
+    find_trained_by_body,
     find_trained_by_message_id,
     insert_trained,
     relabel_trained,
@@ -43,6 +45,10 @@ from app.store.models import ModelRow, find_model_by_id
 from app.store.tables import MAX_TOKEN_BYTES
 from app.text import evidence_count
 from app.text.defects import TIME_BUDGET
+
+# Beside the HTTP request lines: a report's line says what it did (trained, relabelled,
+# already known, not found) to which message_id.
+access_log = logging.getLogger("spamsift.access")
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,7 @@ class _Item:
     token_ids: IntArray | None
     token_terms: IntArray
     defects: tuple[str, ...] = ()
+    body_digest: str | None = None
 
 
 def train(rt: Runtime, *, model_name: str, message: Message, label: str) -> TrainResult:
@@ -165,17 +172,41 @@ def apply_feedback(
     """
     if message_id is not None:
         check_message_id(message_id)  # a NUL would reach the SQL driver (PostgreSQL raises)
-    return rt.models.use(
-        model_name,
-        lambda live: _apply_feedback(
-            rt,
-            live,
-            label=label,
-            message_id=message_id,
-            message=message,
-            may_train=may_train or (lambda _: True),
-        ),
-    )
+    try:
+        result = rt.models.use(
+            model_name,
+            lambda live: _apply_feedback(
+                rt,
+                live,
+                label=label,
+                message_id=message_id,
+                message=message,
+                may_train=may_train or (lambda _: True),
+            ),
+        )
+    except MessageNotFound:
+        _log_report(model_name, label, message_id or "", "not found")
+        raise
+    if not result.changed:
+        outcome = "already known"
+    else:
+        outcome = "trained" if result.previous_label is None else "relabelled"
+    _log_report(model_name, label, result.message_id, outcome, result.previous_label)
+    return result
+
+
+def _log_report(
+    model_name: str,
+    label: str,
+    message_id: str,
+    outcome: str,
+    previous_label: str | None = None,
+) -> None:
+    """One access log line per report: what it did to which message (never its text)."""
+    fields = {"model": model_name, "message_id": message_id, "label": label, "outcome": outcome}
+    if previous_label is not None:
+        fields["previous_label"] = previous_label
+    access_log.info("report", extra={"fields": fields})
 
 
 def _apply_feedback(
@@ -194,8 +225,8 @@ def _apply_feedback(
             message if message_id is None else _with_id(message, message_id), "train"
         )
         _require_tokens(rt, live, prepared)
-        items = [_item_from_prepared(prepared, class_index)]
-        verdict = _classified_verdict(rt, live, prepared.message_id, prepared.message_key)
+        key, verdict = _known_as(rt, live, prepared)
+        items = [replace(_item_from_prepared(prepared, class_index), message_key=key)]
     else:
         assert message_id is not None
         items, verdict = _items_for_message_id(rt, live, message_id, class_index, backing)
@@ -317,7 +348,12 @@ def _training(
                 token_sets[item.message_key] = (token_ids, token_terms)
                 write.add(token_ids, token_terms, item.class_index, sign=1)
                 inserted[item.message_key] = StoredMessage(
-                    item.message_key, item.message_id, item.class_index, token_ids, token_terms
+                    item.message_key,
+                    item.message_id,
+                    item.class_index,
+                    token_ids,
+                    token_terms,
+                    item.body_digest,
                 )
             elif previous != item.class_index:
                 stored_ids, stored_terms = token_sets[item.message_key]
@@ -325,13 +361,7 @@ def _training(
                 write.add(stored_ids, stored_terms, item.class_index, sign=1)
                 if item.message_key in inserted:
                     old = inserted[item.message_key]
-                    inserted[item.message_key] = StoredMessage(
-                        old.message_key,
-                        old.message_id,
-                        item.class_index,
-                        old.token_ids,
-                        old.token_terms,
-                    )
+                    inserted[item.message_key] = replace(old, class_index=item.class_index)
                 else:
                     relabelled[item.message_key] = item.class_index
             labels[item.message_key] = item.class_index
@@ -354,9 +384,13 @@ def _training(
         counted["trained"] = counted.get("trained", 0) + sum(r.changed for r in results)
         if "feedback" in events:
             label = results[0].label
+            # A report repeated with the same label (a second click, another copy of the
+            # message) changes nothing, and counts nothing: not a second correction.
+            counted["feedback"] = int(any(r.changed for r in results))
+            first = all(r.previous_label is None for r in results)
             counted["corrections"] = int(
                 any(r.previous_label not in (None, r.label) for r in results)
-                or feedback_verdict not in (None, "unsure", label)
+                or (first and feedback_verdict not in (None, "unsure", label))
             )
             # By the label users gave: on a ham/spam model a correction to ham is a false
             # positive, one to spam a false negative (the dashboard's two rates).
@@ -492,17 +526,42 @@ def _with_backing_record(
     )
 
 
-def _classified_verdict(
-    rt: Runtime, live: LiveModel, message_id: str, message_key: str
-) -> str | None:
-    since = rt.retention_start()
-    if since is None:
-        return None
-    rt.flush_classifications(live.id)
+def _known_as(rt: Runtime, live: LiveModel, prepared: PreparedMessage) -> tuple[str, str | None]:
+    """The key under which a reported message is known to `live`, and its verdict when it was
+    classified within the retention period.
 
-    def look(conn: Connection) -> str | None:
-        record = find_classification(conn, live.id, message_id, since=since)
-        return record.verdict if record is not None and record.message_key == message_key else None
+    The message's own key, unless it is new under that key but the model trained or classified
+    another copy of it: the same message_id with the same body, which a mail server delivered
+    with more header fields than it had when classified (see `body_digest`). Feedback then
+    relabels that message instead of training the copy as another one.
+    """
+    since = rt.retention_start()
+    if since is not None:
+        rt.flush_classifications(live.id)
+    message_id, body = prepared.message_id, prepared.body_digest
+
+    def look(conn: Connection) -> tuple[str, str | None]:
+        key: str | None = None
+        if find_trained(conn, live.id, [prepared.message_key]):
+            key = prepared.message_key
+        elif body is not None:
+            copy = find_trained_by_body(conn, live.id, message_id, body)
+            key = None if copy is None else copy.message_key
+        record = (
+            None
+            if since is None
+            else find_classification(
+                conn,
+                live.id,
+                message_id,
+                since=since,
+                message_key=key or prepared.message_key,
+                body_digest=body,
+            )
+        )
+        if key is None:
+            key = prepared.message_key if record is None else record.message_key
+        return key, None if record is None else record.verdict
 
     return rt.db.run(look, write=False)
 
@@ -523,6 +582,7 @@ def _item_from_prepared(message: PreparedMessage, class_index: int) -> _Item:
         token_ids=None,
         token_terms=terms,
         defects=message.defects,
+        body_digest=message.body_digest,
     )
 
 

@@ -43,6 +43,7 @@ from app.store.counts import read_class_totals
 from app.store.engine import Database
 from app.store.ledger import count_trained
 from app.store.transfer import (
+    LATER_COLUMNS,
     MODEL_COLUMNS,
     MODEL_TABLES,
     column_kinds,
@@ -210,9 +211,14 @@ class _Importer:
         if record.get("version") != VERSION:
             raise InvalidInput(f"{where}: export version {record.get('version')!r}, not {VERSION}")
         expected = {name: table_columns(name) for name in MODEL_TABLES}
-        if record.get("tables") != expected:
+        older = {
+            name: [column for column in columns if column not in LATER_COLUMNS]
+            for name, columns in expected.items()
+        }
+        given = record.get("tables")
+        if given != expected and given != older:
             raise InvalidInput(f"{where}: the export's tables differ from this database's")
-        self.columns = expected
+        self.columns = expected if given == expected else older
 
     def _model(self, conn: Connection, where: str, record: dict[str, Any]) -> None:
         try:

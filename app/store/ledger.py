@@ -12,7 +12,7 @@ from datetime import datetime
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, func, insert, or_, select, update
 
 from app.store.models import as_utc
 from app.store.tables import classifications, trained_messages
@@ -39,6 +39,7 @@ class StoredMessage:
     class_index: int
     token_ids: IntArray
     token_terms: IntArray
+    body_digest: str | None = None
 
 
 def _stored(row: object, class_index: int) -> StoredMessage:
@@ -48,6 +49,7 @@ def _stored(row: object, class_index: int) -> StoredMessage:
         class_index=class_index,
         token_ids=unpack(row.token_ids),  # type: ignore[attr-defined]
         token_terms=unpack(row.token_terms),  # type: ignore[attr-defined]
+        body_digest=row.body_digest,  # type: ignore[attr-defined]
     )
 
 
@@ -79,6 +81,23 @@ def find_trained_by_message_id(
     return [_stored(row, row.class_index) for row in rows]
 
 
+def find_trained_by_body(
+    conn: Connection, model_id: int, message_id: str, body_digest: str
+) -> StoredMessage | None:
+    """The trained message with `message_id` and this body digest (another copy of it)."""
+    row = conn.execute(
+        select(trained_messages)
+        .where(
+            trained_messages.c.model_id == model_id,
+            trained_messages.c.message_id == message_id,
+            trained_messages.c.body_digest == body_digest,
+        )
+        .order_by(trained_messages.c.message_key)
+        .limit(1)
+    ).first()
+    return None if row is None else _stored(row, row.class_index)
+
+
 def insert_trained(
     conn: Connection, model_id: int, messages: Sequence[StoredMessage], *, trained_at: datetime
 ) -> None:
@@ -95,6 +114,7 @@ def insert_trained(
                 "token_ids": pack(message.token_ids),
                 "token_terms": pack(message.token_terms),
                 "trained_at": trained_at,
+                "body_digest": message.body_digest,
             }
             for message in messages
         ],
@@ -151,6 +171,7 @@ class ClassificationRecord:
     token_terms: IntArray
     verdict: str
     classified_at: datetime
+    body_digest: str | None = None
 
 
 def insert_classifications(
@@ -179,6 +200,7 @@ def insert_classifications(
                 "token_terms": pack(latest[key].token_terms),
                 "verdict": latest[key].verdict,
                 "classified_at": latest[key].classified_at,
+                "body_digest": latest[key].body_digest,
             }
             for key in keys
         ],
@@ -186,19 +208,27 @@ def insert_classifications(
 
 
 def find_classification(
-    conn: Connection, model_id: int, message_id: str, *, since: datetime
+    conn: Connection,
+    model_id: int,
+    message_id: str,
+    *,
+    since: datetime,
+    message_key: str | None = None,
+    body_digest: str | None = None,
 ) -> ClassificationRecord | None:
-    """Return the newest classification of `message_id` made at or after `since`."""
-    row = conn.execute(
-        select(classifications)
-        .where(
-            classifications.c.model_id == model_id,
-            classifications.c.message_id == message_id,
-            classifications.c.classified_at >= since,
-        )
-        .order_by(classifications.c.classified_at.desc())
-        .limit(1)
-    ).first()
+    """Return the newest classification of `message_id` made at or after `since`; with
+    `message_key`, only that message's or (with `body_digest`) another copy's of it."""
+    query = select(classifications).where(
+        classifications.c.model_id == model_id,
+        classifications.c.message_id == message_id,
+        classifications.c.classified_at >= since,
+    )
+    if message_key is not None:
+        same = classifications.c.message_key == message_key
+        if body_digest is not None:
+            same = or_(same, classifications.c.body_digest == body_digest)
+        query = query.where(same)
+    row = conn.execute(query.order_by(classifications.c.classified_at.desc()).limit(1)).first()
     if row is None:
         return None
     return ClassificationRecord(
@@ -208,6 +238,7 @@ def find_classification(
         token_terms=unpack(row.token_terms),
         verdict=row.verdict,
         classified_at=as_utc(row.classified_at),
+        body_digest=row.body_digest,
     )
 
 

@@ -133,6 +133,9 @@ trained_messages = Table(
     Column("token_ids", LargeBinary, nullable=False),  # little-endian uint32, ascending
     Column("token_terms", LargeBinary, nullable=False),  # little-endian uint32, same order
     Column("trained_at", DateTime(timezone=True), nullable=False),
+    # sha256 of raw mail's body (app.service.messages.body_digest), with the message_id how a
+    # reported copy with more header fields finds the message; null for text and older rows.
+    Column("body_digest", String(64), nullable=True),
     Index("ix_trained_messages_model_id_message_id", "model_id", "message_id"),
 )
 
@@ -147,6 +150,7 @@ classifications = Table(
     Column("token_terms", LargeBinary, nullable=False),
     Column("verdict", String(64), nullable=False),
     Column("classified_at", DateTime(timezone=True), nullable=False),
+    Column("body_digest", String(64), nullable=True),  # as trained_messages.body_digest
     Index("ix_classifications_model_id_message_id", "model_id", "message_id"),
     Index("ix_classifications_classified_at", "classified_at"),
 )

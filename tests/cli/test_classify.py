@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from email import message_from_bytes
 from pathlib import Path
 
 import pytest
@@ -85,18 +86,51 @@ def test_classify_errors_exit_3(cli: Cli, tmp_path: Path) -> None:
     assert b"no trained message" in untrained.stderr
 
 
-def test_add_header_prints_the_message_byte_for_byte_with_two_headers_first(
+def test_add_header_prints_the_message_byte_for_byte_with_the_verdict_headers_first(
     trained: Cli,
 ) -> None:
     for raw in (spam_bytes(22), latin1_ham(3), ham_bytes(22).replace(b"\r\n", b"\n")):
         completed = trained("classify", "--add-header", input=raw)
 
         assert completed.returncode in (0, 1), completed.stderr.decode()
+        spam = completed.returncode == 0
         newline = b"\r\n" if raw.split(b"\n", 1)[0].endswith(b"\r") else b"\n"
-        verdict, probability, rest = completed.stdout.split(newline, 2)
-        assert verdict in (b"X-Spamsift-Verdict: spam", b"X-Spamsift-Verdict: ham")
-        assert re.fullmatch(rb"X-Spamsift-Probability: [01]\.\d{6}", probability)
+        added = 5 if spam else 4  # X-Spam-Flag on spam only
+        *fields, rest = completed.stdout.split(newline, added)
+        assert fields[0] in (b"X-Spamsift-Verdict: spam", b"X-Spamsift-Verdict: ham")
+        assert re.fullmatch(rb"X-Spamsift-Probability: [01]\.\d{6}", fields[1])
+        assert [field.split(b":")[0] for field in fields[2:]] == [
+            *([b"X-Spam-Flag"] if spam else []),
+            b"X-Spam-Status",
+            b"X-Spam-Level",
+        ]
         assert rest == raw
+
+
+def test_add_header_writes_what_spamassassin_readers_expect(trained: Cli) -> None:
+    spam = trained("classify", "--add-header", input=spam_bytes(27)).stdout
+    ham = trained("classify", "--add-header", input=ham_bytes(27)).stdout
+    renamed = trained(
+        "classify",
+        "--add-header",
+        input=spam_bytes(27),
+        env={"SPAMSIFT_SPAM_STATUS_HEADER": "X-Bayes-Status", "SPAMSIFT_SPAM_LEVEL_HEADER": ""},
+    ).stdout
+
+    spam_fields = message_from_bytes(spam)
+    assert spam_fields["X-Spam-Flag"] == "YES"
+    assert re.fullmatch(
+        r"Yes, score=\d+\.\d required=9\.0 tests=SPAMSIFT_SPAM", spam_fields["X-Spam-Status"]
+    )
+    score = spam_fields["X-Spam-Status"].split("score=")[1].split()[0]
+    assert spam_fields["X-Spam-Level"] == "*" * int(float(score))
+    ham_fields = message_from_bytes(ham)
+    assert ham_fields["X-Spam-Flag"] is None
+    assert ham_fields["X-Spam-Status"].startswith("No, score=")
+    renamed_fields = message_from_bytes(renamed)
+    assert renamed_fields["X-Bayes-Status"].startswith("Yes, ")
+    assert renamed_fields["X-Spam-Status"] is None
+    assert renamed_fields["X-Spam-Level"] is None
 
 
 def test_add_header_replaces_forged_verdict_headers_and_keeps_the_mbox_line(
@@ -116,7 +150,12 @@ def test_add_header_replaces_forged_verdict_headers_and_keeps_the_mbox_line(
     assert lines[1] == b"X-Spamsift-Verdict: spam"
     assert lines[2].startswith(b"X-Spamsift-Probability: ")
     assert completed.stdout.count(b"X-Spamsift") + completed.stdout.count(b"X-SPAMSIFT") == 2
-    assert b"\n".join(lines[3:]) == spam_bytes(23).replace(b"\r\n", b"\n")
+    assert [line.split(b":")[0] for line in lines[3:6]] == [
+        b"X-Spam-Flag",
+        b"X-Spam-Status",
+        b"X-Spam-Level",
+    ]
+    assert b"\n".join(lines[6:]) == spam_bytes(23).replace(b"\r\n", b"\n")
 
 
 def test_add_header_fails_open_with_the_message_unchanged(cli: Cli) -> None:

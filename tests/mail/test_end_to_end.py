@@ -352,11 +352,6 @@ def test_moving_mail_over_imap_reports_it(mail_system: MailSystem) -> None:
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the server does not yet find a classification by the Message-ID of a message whose "
-    "headers changed after it was classified (the Received: lines of re-injection and delivery)",
-)
 def test_a_report_finds_the_classification_of_mail_through_the_filter(
     mail_system: MailSystem,
 ) -> None:

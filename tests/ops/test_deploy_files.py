@@ -201,3 +201,18 @@ def test_docker_compose_config_accepts_the_file(tmp_path: Path) -> None:
     assert app["environment"]["SPAMSIFT_DATABASE_URL"].endswith("@db:5432/spamsift")
     assert "SPAMSIFT_ADMIN_KEY" not in resolved["services"]["db"].get("environment", {})
     assert set(resolved["volumes"]) == {"pgdata"}
+
+
+def test_the_package_list_names_every_package_of_the_app() -> None:
+    """A wheel (and so the container image) holds only the packages pyproject.toml lists: a
+    room left out installs fine in an editable checkout and is missing everywhere else."""
+    import tomllib
+
+    listed = set(
+        tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    on_disk = {
+        ".".join(init.parent.relative_to(REPO).parts)
+        for init in (REPO / "app").rglob("__init__.py")
+    }
+    assert on_disk <= listed, f"not in [tool.setuptools] packages: {sorted(on_disk - listed)}"
