@@ -228,7 +228,9 @@ class DocsPolicy:
     dashboard's where their pages allow it. Their HTML (from FastAPI) starts Swagger UI with an
     inline script: allowed by its hash, so no other inline script runs. Styles may be inline
     (Redoc and Swagger UI add style elements at run time; a style runs no code); Redoc's search
-    runs in a worker made from a blob."""
+    runs in a worker made from a blob. Redoc's side menu shows a logo from cdn.redoc.ly:
+    img-src keeps the browser from fetching it (the image hides itself when it does not load),
+    so reading the reference reaches no other host."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -267,7 +269,7 @@ def docs_headers(page: bytes) -> list[tuple[bytes, bytes]]:
     )
     policy = (
         f"default-src 'self'; script-src 'self' {hashes}; style-src 'self' 'unsafe-inline'; "
-        "img-src 'self' data:; connect-src 'self'; worker-src 'self' blob:; "
+        "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; worker-src 'self' blob:; "
         "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     ).replace("  ", " ")
     headers = {**SECURITY_HEADERS, "Content-Security-Policy": policy}

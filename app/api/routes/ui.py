@@ -36,19 +36,6 @@ SECURITY_HEADERS = {
 
 
 DOCS_ASSETS_URL = "/docs-assets"  # swagger-ui and redoc scripts, styles and icon
-# Redoc's own needs: its styles are inline, its search runs in a worker made from a blob. Its
-# side menu shows a logo from cdn.redoc.ly: img-src keeps the browser from fetching it (the
-# image hides itself when it does not load), so reading the reference reaches no other host.
-REDOC_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'self'; script-src 'self'; worker-src 'self' blob:; "
-        "style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; "
-        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
-        "frame-ancestors 'none'"
-    ),
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
-}
 
 
 @router.get("/redoc")
@@ -61,7 +48,8 @@ def redoc(request: Request) -> Response:
         redoc_favicon_url=f"{root}{DOCS_ASSETS_URL}/favicon.png",
         with_google_fonts=False,
     )
-    return Response(page.body, media_type="text/html; charset=utf-8", headers=REDOC_HEADERS)
+    # Its security headers are the documentation pages' own (app.api.middleware.DocsPolicy).
+    return Response(page.body, media_type="text/html; charset=utf-8")
 
 
 def _asset(name: str) -> bytes | None:
