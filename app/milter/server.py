@@ -205,11 +205,17 @@ class MilterServer:
         else:
             raw = self._raw(envelope)
             loop = asyncio.get_running_loop()
+            timeout = self.settings.milter_timeout_seconds
             try:
                 verdict, model = await asyncio.wait_for(
-                    loop.run_in_executor(self._threads, self._classify, model, raw),
-                    self.settings.milter_timeout_seconds,
+                    loop.run_in_executor(self._threads, self._classify, model, raw), timeout
                 )
+                # wait_for hands back a result that was ready when the event loop got to it,
+                # even after the deadline (the loop busy, the thread holding the interpreter):
+                # the deadline is the MTA's, so a late verdict is not used.
+                if time.monotonic() - started > timeout:
+                    verdict = None
+                    raise TimeoutError
             except TimeoutError:
                 reason = "timeout"
             except DatabaseUnavailable:
