@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 from app.config import Settings
 from app.main import create_app
 from tests.builders import ham_message, spam_message, train_examples
+from tests.database_link import DatabaseLink
 from tests.milter.client import MilterClient, added_headers
-from tests.milter.cut_link import CutLink
 from tests.servers import free_port
 
 Serve = Callable[..., tuple[TestClient, MilterClient]]
@@ -169,7 +169,7 @@ def test_a_report_of_the_delivered_copy_finds_the_milters_verdict(serve: Serve) 
 def test_mail_passes_marked_when_the_database_stops_answering(
     serve: Serve, database_url: str
 ) -> None:
-    link, relayed = CutLink.to_database(database_url)
+    link, relayed = DatabaseLink.to_database(database_url)
     try:
         # carol's model is not in memory (made, never used): her mail needs the database. (A
         # model held in memory classifies without it, until it looks for others' training.)
@@ -179,7 +179,7 @@ def test_mail_passes_marked_when_the_database_stops_answering(
         assert client.post("/v1/models", json={"name": "carol"}).status_code == 201
         assert added_headers(milter.message(spam_message(96).encode(), ["bob@example.net"]))
 
-        link.cut()
+        link.silence()
         replies = milter.message(spam_message(97).encode(), ["carol@example.net"])
 
         assert replies[-1][0] == b"c"

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.builders import ham_message, spam_message
-from tests.milter.cut_link import CutLink
+from tests.database_link import DatabaseLink
 from tests.milter.postfix import POSTFIX, Postfix
 from tests.servers import free_port, wait_until_ready
 
@@ -145,7 +145,7 @@ def test_postfix_marks_spam_and_ham_and_refuses_spam_by_policy(mail_root: Path) 
 def test_postfix_delivers_mail_marked_unscanned_when_the_database_stops_answering(
     mail_root: Path, database_url: str
 ) -> None:
-    link, relayed = CutLink.to_database(database_url)
+    link, relayed = DatabaseLink.to_database(database_url)
     milter_port, smtp_port = free_port(), free_port()
     postfix = Postfix(mail_root, smtp_port=smtp_port, milter_port=milter_port)
     postfix.start()
@@ -164,7 +164,7 @@ def test_postfix_delivers_mail_marked_unscanned_when_the_database_stops_answerin
         send(smtp_port, spam_message(110, message_id="<before@example.org>"))
         assert message_from_bytes(postfix.delivered(1)[0])["X-Spam-Flag"] == "YES"
 
-        link.cut()
+        link.silence()
         send(smtp_port, spam_message(111, message_id="<after@example.org>"), "carol@example.net")
 
         by_id = {m["Message-ID"]: m for m in map(message_from_bytes, postfix.delivered(2))}
