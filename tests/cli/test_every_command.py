@@ -24,8 +24,9 @@ from tests.postgres import POSTGRES_URL
 from tests.servers import free_port
 
 COMMANDS = [name for name, _ in subcommands(build_parser())]
-# Commands that never open the database: the settings case only.
-NO_DATABASE = {"spamsift evaluate"}
+# Commands that never open the database (evaluate trains in memory, check-mail-setup asks the
+# server over HTTP as the mail system does): the settings case only.
+NO_DATABASE = {"spamsift evaluate", "spamsift check-mail-setup"}
 # Status of a bad setting and of a database that cannot be used, where not 2 and 1: classify's
 # statuses are verdicts, so its every error is 3 (as bogofilter's); serve and db upgrade stop
 # with 2, so that systemd does not restart them in a loop (contrib/systemd).
