@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from app.config import Settings
 from app.service.classification import Classification, classify
 from app.service.messages import Message
-from app.service.model_config import parse_config
+from app.service.model_config import ModelConfig, parse_config
 from app.service.runtime import Runtime
 
 VERDICT_HEADER = "X-Spamsift-Verdict"
@@ -25,16 +25,18 @@ PROBABILITY_HEADER = "X-Spamsift-Probability"
 # On mail that passed without a verdict (fail open), with the reason.
 NOT_SCANNED_HEADER = "X-Spamsift-Scanned"
 OWN_HEADER_NAMES = (VERDICT_HEADER, PROBABILITY_HEADER, NOT_SCANNED_HEADER)
-DEFAULT_SPAM_THRESHOLD = 0.9  # a model's own, where the caller does not know it
+# A model's default, where the caller does not know the model's own.
+DEFAULT_SPAM_THRESHOLD: float = ModelConfig.model_fields["spam_threshold"].default
 
 
 @dataclass(frozen=True)
 class SpamHeaderNames:
     """The SpamAssassin-style fields' names; an empty name leaves that field out."""
 
-    flag: str = "X-Spam-Flag"
-    status: str = "X-Spam-Status"
-    level: str = "X-Spam-Level"
+    # The defaults are the settings' (SPAMSIFT_SPAM_*_HEADER), declared there once.
+    flag: str = Settings.model_fields["spam_flag_header"].default
+    status: str = Settings.model_fields["spam_status_header"].default
+    level: str = Settings.model_fields["spam_level_header"].default
 
     @classmethod
     def of(cls, settings: Settings) -> SpamHeaderNames:
