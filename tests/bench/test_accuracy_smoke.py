@@ -3,36 +3,21 @@ end and writes every section (sanity only: a slice this small measures nothing).
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.bench import run_bench
+
 VIEWS = ("spamassassin", "spamassassin-text", "trec06c-text", "sms", "csdmc2010-text")
 
 
 @pytest.mark.corpus
 @pytest.mark.timeout(600)
 def test_the_accuracy_harness_runs_every_view_in_both_protocols(tmp_path: Path) -> None:
-    corpora = Path(os.environ.get("SPAMSIFT_CORPORA", REPO.parent / "shared" / "corpora"))
-    if not (corpora / "csdmc2010" / "messages.jsonl.gz").exists():
-        pytest.skip(f"no shared corpora at {corpora}")
-    out = tmp_path / "accuracy.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.accuracy", "--limit", "40", "--json", str(out)],
-        cwd=REPO,
-        env={**os.environ, "SPAMSIFT_CORPORA": str(corpora)},
-        capture_output=True,
-        text=True,
-        timeout=580,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    report = json.loads(out.read_text())
+    run = run_bench("bench.accuracy", "--limit", "40", needs="csdmc2010", folder=tmp_path)
+    report = run.report
     assert [view["view"] for view in report["views"]] == list(VIEWS)
     with_peer = report["bogofilter"] is not None
     for view in report["views"]:

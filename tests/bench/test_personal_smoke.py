@@ -3,46 +3,21 @@ end and reports every condition (sanity only: a slice this small measures nothin
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.bench import run_bench
 
 
 @pytest.mark.corpus
 @pytest.mark.timeout(600)
 def test_the_personal_bench_measures_every_user_alone_global_and_blended(tmp_path: Path) -> None:
-    corpora = Path(os.environ.get("SPAMSIFT_CORPORA", REPO.parent / "shared" / "corpora"))
-    if not (corpora / "csdmc2010" / "messages.jsonl.gz").exists():
-        pytest.skip(f"no shared corpora at {corpora}")
-    out = tmp_path / "personal.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.personal",
-            "--limit",
-            "120",
-            "--trainings",
-            "10,40",
-            "--seeds",
-            "2",
-            "--json",
-            str(out),
-        ],
-        cwd=REPO,
-        env={**os.environ, "SPAMSIFT_CORPORA": str(corpora)},
-        capture_output=True,
-        text=True,
-        timeout=580,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    report = json.loads(out.read_text())
+    run = run_bench(
+        "bench.personal", "--limit", "120", "--trainings", "10,40", "--seeds", "2",
+        needs="csdmc2010", folder=tmp_path,
+    )  # fmt: skip
+    report = run.report
     assert [user["user"] for user in report["users"]] == [
         "spamassassin-hard",
         "csdmc2010",
@@ -57,4 +32,4 @@ def test_the_personal_bench_measures_every_user_alone_global_and_blended(tmp_pat
             blend = row["blend"]  # the blend always scores: the global model has both classes
             assert blend["one_minus_roca_percent"]["min"] <= blend["one_minus_roca_percent"]["max"]
             assert 0 <= blend["fnr_at_1pct_fpr"]["median"] <= 1
-    assert "| user | personal trainings |" in done.stdout
+    assert "| user | personal trainings |" in run.stdout

@@ -3,35 +3,20 @@ are asserted: speed goals live in bench/, not in tests)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.bench import run_bench
+
 PARTS = ("scoring", "tokenize", "http", "bogofilter", "memory", "models", "targets")
 
 
 @pytest.mark.corpus
 @pytest.mark.timeout(900)
 def test_quick_bench_writes_every_section(tmp_path: Path) -> None:
-    corpora = Path(os.environ.get("SPAMSIFT_CORPORA", REPO.parent / "shared" / "corpora"))
-    if not (corpora / "spamassassin" / "messages.jsonl.gz").exists():
-        pytest.skip(f"no shared corpora at {corpora}")
-    out = tmp_path / "bench.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--json", str(out)],
-        cwd=REPO,
-        env={**os.environ, "SPAMSIFT_CORPORA": str(corpora)},
-        capture_output=True,
-        text=True,
-        timeout=880,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    report = json.loads(out.read_text())
+    run = run_bench("bench", "--quick", needs="spamassassin", folder=tmp_path, timeout_seconds=880)
+    report = run.report
     assert report["quick"] is True
     assert set(report["parts"]) == set(PARTS)
     for name in PARTS:
@@ -58,4 +43,4 @@ def test_quick_bench_writes_every_section(tmp_path: Path) -> None:
     assert all(set(targets["cores"]) <= set(row) for row in targets["targets"])
     assert any(line.startswith("| target | goal |") for line in targets["markdown"])
     assert not targets.get("errors"), targets.get("errors")
-    assert "bench" in done.stdout
+    assert "bench" in run.stdout
