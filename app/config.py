@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
-
-from app.text.core import CoreChoice, resolve
 
 MIB = 1024 * 1024
 
@@ -25,25 +22,35 @@ DATABASE_SCHEMES = {
 }
 
 
+# A database URL's scheme and database as SQLAlchemy's make_url reads them (its pattern, the
+# rest unnamed), so that settings are checked without loading the database stack; the store
+# parses the whole URL when it connects (tests/ops/test_settings.py holds the two equal).
+DATABASE_URL = re.compile(
+    r"""(?P<scheme>[\w+]+)://
+    (?:[^:/]*(?::[^@]*)?@)?
+    (?:(?:\[[^/?]+\]|[^/:?]+)?(?::(?P<port>[^/?]*))?)?
+    (?:/(?P<database>[^?]*))?""",
+    re.X,
+)
+
+
 def check_database_url(url: str) -> str:
     """Return `url` with its scheme made explicit; ValueError for what spamsift cannot use."""
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
+    parsed = DATABASE_URL.match(url)
+    if parsed is None or not (parsed["port"] or "0").isdigit():
         raise ValueError(
             "not a database URL; use sqlite:///path/to/spamsift.db or "
             "postgresql+psycopg://user:password@host/database"
-        ) from None
-    scheme = DATABASE_SCHEMES.get(parsed.drivername)
+        )
+    given = parsed["scheme"]
+    scheme = DATABASE_SCHEMES.get(given)
     if scheme is None:
         raise ValueError(
-            f"unknown database scheme {parsed.drivername!r}; use sqlite:// or postgresql+psycopg://"
+            f"unknown database scheme {given!r}; use sqlite:// or postgresql+psycopg://"
         )
-    if scheme.startswith("postgresql") and not parsed.database:
+    if scheme.startswith("postgresql") and not parsed["database"]:
         raise ValueError("a PostgreSQL URL names its database: postgresql+psycopg://user@host/db")
-    if scheme == parsed.drivername:
-        return url
-    return parsed.set(drivername=scheme).render_as_string(hide_password=False)
+    return scheme + url[len(given) :]
 
 
 class Settings(BaseSettings):
@@ -249,16 +256,12 @@ class Settings(BaseSettings):
 
     # The compiled token core where it is built (auto), or the pure-Python reference forced
     # (python); compiled refuses to start where the extension is not built.
-    tokenizer: CoreChoice = Field(
+    # Checked against the build where the process is assembled (app/serving.py: load_settings):
+    # settings import no other room. The choices are app.text.core.CoreChoice.
+    tokenizer: Literal["auto", "python", "compiled"] = Field(
         default="auto",
         description="token core: auto (compiled where built), python, or compiled (required)",
     )
-
-    @field_validator("tokenizer")
-    @classmethod
-    def _built_core(cls, choice: CoreChoice) -> CoreChoice:
-        resolve(choice)  # compiled where the extension is not built: a bad setting
-        return choice
 
     @field_validator("database_url")
     @classmethod

@@ -1,4 +1,5 @@
-"""create_app(settings): builds the FastAPI app; the one place the rooms are wired."""
+"""create_app(settings): builds the FastAPI app; the one place a server worker's rooms are
+wired: its Runtime, its background scheduler, its key guard and milter."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from app.config import Settings
 from app.milter.server import MilterServer
 from app.service.keys import KeyGuard
 from app.service.runtime import Runtime
+from app.service.scheduler import server_scheduler
 
 DESCRIPTION = """A self-hosted naive Bayes spam filter. Mail servers classify each message;
 users' "mark as spam / not spam" clicks train it. Errors are
@@ -45,12 +47,13 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     settings = settings or Settings()
     rt = runtime or Runtime(settings)
     key_guard = KeyGuard(rt.db, admin_key=settings.admin_key)
+    scheduler = server_scheduler(rt)
     worker_loads = loads_from_environment()  # with several workers under `spamsift serve`
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         key_guard.start()  # seeds SPAMSIFT_ADMIN_KEY; warns loudly in development mode
-        rt.start()
+        scheduler.start()
         milter = MilterServer(rt, settings) if settings.milter_address else None
         if milter is not None:
             await milter.start()  # on this worker's event loop, beside the HTTP API
@@ -67,6 +70,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
             gc.unfreeze()  # an app made and closed again (tests) leaves nothing frozen behind
             if milter is not None:
                 await milter.close()
+            scheduler.stop()
             rt.close()
             if worker_loads is not None:
                 worker_loads.close()

@@ -54,11 +54,19 @@ class ServeError(Exception):
 
 
 def load_settings() -> Settings:
-    """Return the process's Settings, or raise ServeError naming each bad variable."""
+    """Return the process's Settings, or raise ServeError naming each bad variable (a token
+    core this install lacks too: settings import no other room, so that is checked here)."""
+    from app.text.core import CoreUnavailable, resolve
+
     try:
-        return Settings()
+        settings = Settings()
     except ValidationError as error:
         raise ServeError(describe_settings_error(error)) from None
+    try:
+        resolve(settings.tokenizer)
+    except CoreUnavailable as error:
+        raise ServeError(f"SPAMSIFT_TOKENIZER={settings.tokenizer!r}: {error}") from None
+    return settings
 
 
 def describe_settings_error(error: ValidationError) -> str:
@@ -84,27 +92,16 @@ def _shown_value(field: str, value: Any) -> str:
 
 
 def _hide_password(url: str) -> str | None:
-    """The URL with its password as ***, or None when it is no URL at all (say nothing)."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
+    from app.store.urls import hide_password
 
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return None
+    return hide_password(url)
 
 
 def sqlite_file(url: str) -> Path | None:
     """The absolute path of a SQLite database file, or None (PostgreSQL, in-memory SQLite)."""
-    from sqlalchemy.engine import make_url
+    from app.store.urls import sqlite_file
 
-    parsed = make_url(url)
-    if not parsed.drivername.startswith("sqlite"):
-        return None
-    name = parsed.database or ""
-    if name in ("", ":memory:") or name.startswith("file:"):
-        return None
-    return Path(name).absolute()
+    return sqlite_file(url)
 
 
 def describe_database(url: str) -> str:
@@ -116,15 +113,34 @@ def describe_database(url: str) -> str:
     return _hide_password(url) or "(unreadable URL)"
 
 
-def upgrade_database(settings: Settings) -> None:
-    """Bring the schema up to date; raise ServeError when the database cannot be reached."""
+def upgrade_database(settings: Settings) -> str | None:
+    """Bring the schema up to date and return its revision (`serve` and `db upgrade` only:
+    no other command migrates); raise ServeError when the database cannot be reached."""
     from app.store.engine import Database
-    from app.store.migrate import upgrade_schema
+    from app.store.migrate import current_revision, upgrade_schema
 
     db = Database(settings.database_url, lock_timeout_seconds=settings.lock_timeout_seconds)
     try:
         upgrade_schema(db)
+        return current_revision(db)
     except DatabaseUnavailable as error:
+        raise ServeError(describe_database_failure(error, settings.database_url)) from None
+    finally:
+        db.dispose()
+
+
+def vacuum_database(settings: Settings) -> tuple[int, int]:
+    """Rebuild the database to its live rows (`db vacuum`); return its size in bytes before
+    and after. ServeError naming the cause when it cannot be done."""
+    from app.store import StoreError
+    from app.store.engine import Database
+
+    db = Database(settings.database_url, lock_timeout_seconds=settings.lock_timeout_seconds)
+    try:
+        before = db.size_bytes() or 0
+        db.vacuum()
+        return before, db.size_bytes() or 0
+    except (StoreError, DatabaseUnavailable) as error:
         raise ServeError(describe_database_failure(error, settings.database_url)) from None
     finally:
         db.dispose()

@@ -28,6 +28,7 @@ from app.config import Settings
 from app.service.classification import classify_batch
 from app.service.messages import Message
 from app.service.runtime import Runtime
+from app.service.scheduler import periodic_work
 from app.service.training import train_batch
 from app.store.migrate import upgrade_schema
 from bench import data
@@ -75,7 +76,7 @@ def run_stream(url: str, *, rounds: int, per_round: int, bounded: bool = True) -
             classify_batch(rt, model_name="default", messages=[m for m, _ in take(per_round)])
             rt.flush_classifications()
             rt.expire()
-            for work in rt.periodic_work():
+            for work in periodic_work(rt):
                 work()
             if not rt.db.is_sqlite:
                 rt.db.vacuum()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from app.cli.targets import announce_database, upgrade_local_schema
+from app.cli.targets import local_runtime
 from app.config import Settings
 from app.errors import SpamsiftError
 
@@ -46,19 +46,16 @@ def add_expire_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 def run_expire(args: argparse.Namespace) -> int:
     from app.service.expiry import expire_all, expire_tokens, prune_ledger, prune_ledgers
-    from app.service.runtime import Runtime
 
     settings = Settings()
     configured = settings.max_tokens_per_model or None
     max_tokens = args.max_tokens if args.max_tokens is not None else configured
     try:
-        announce_database("spamsift expire", settings)
+        rt = local_runtime("spamsift expire", settings)
     except SpamsiftError as error:
         print(f"spamsift expire: {error.message}", file=sys.stderr)
         return 1
-    rt = Runtime(settings)
     try:
-        upgrade_local_schema(rt.db)
         limit = max_tokens if max_tokens is not None else 2**62  # dead tokens only
         if args.model:
             results = [expire_tokens(rt, model_name=args.model, max_tokens=limit)]

@@ -21,8 +21,7 @@ import httpx
 from app.cli.targets import (
     API_KEY_VARIABLE,
     CommandError,
-    announce_database,
-    upgrade_local_schema,
+    local_runtime,
 )
 from app.config import Settings
 from app.errors import InvalidInput, SpamsiftError
@@ -333,16 +332,7 @@ def _fail(command: str, error: Exception) -> int:
 
 class LocalAdmin:
     def __init__(self, command: str) -> None:
-        from app.service.runtime import Runtime
-
-        settings = Settings()
-        announce_database(command, settings)
-        self.runtime: Runtime = Runtime(settings)
-        try:
-            upgrade_local_schema(self.runtime.db)
-        except SpamsiftError:
-            self.runtime.db.dispose()
-            raise
+        self.runtime: Runtime = local_runtime(command, Settings())
 
     def all(self) -> list[dict[str, Any]]:
         from app.service.models import MAX_PAGE, list_models

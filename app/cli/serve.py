@@ -91,34 +91,21 @@ def why_not_listen(host: str, port: int) -> str | None:
 
 def run_db_upgrade(_: argparse.Namespace) -> int:
     from app.serving import ServeError, describe_database, load_settings, upgrade_database
-    from app.store.engine import Database
-    from app.store.migrate import current_revision
 
     try:  # a bad setting or an unusable database: one line, exit 2 (as serve)
         settings = load_settings()
         where = describe_database(settings.database_url)
         print(f"spamsift db upgrade: database {where}", file=sys.stderr)
-        upgrade_database(settings)
+        revision = upgrade_database(settings)
     except ServeError as error:
         print(f"spamsift db upgrade: {error}", file=sys.stderr)
         return 2
-    db = Database(settings.database_url, lock_timeout_seconds=settings.lock_timeout_seconds)
-    print(f"database at revision {current_revision(db)}")
-    db.dispose()
+    print(f"database at revision {revision}")
     return 0
 
 
 def run_db_vacuum(_: argparse.Namespace) -> int:
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from app.errors import DatabaseUnavailable
-    from app.serving import (
-        ServeError,
-        describe_database,
-        describe_database_failure,
-        load_settings,
-    )
-    from app.store.engine import Database
+    from app.serving import ServeError, describe_database, load_settings, vacuum_database
 
     try:
         settings = load_settings()
@@ -127,16 +114,10 @@ def run_db_vacuum(_: argparse.Namespace) -> int:
         return 2
     where = describe_database(settings.database_url)
     print(f"spamsift db vacuum: database {where}", file=sys.stderr)
-    db = Database(settings.database_url, lock_timeout_seconds=settings.lock_timeout_seconds)
     try:
-        before = db.size_bytes() or 0
-        db.vacuum()
-        after = db.size_bytes() or 0
-    except (SQLAlchemyError, DatabaseUnavailable) as error:
-        cause = describe_database_failure(error, settings.database_url)
-        print(f"spamsift db vacuum: {cause}", file=sys.stderr)
+        before, after = vacuum_database(settings)
+    except ServeError as error:
+        print(f"spamsift db vacuum: {error}", file=sys.stderr)
         return 1
-    finally:
-        db.dispose()
     print(f"database {before:,} bytes before, {after:,} after")
     return 0

@@ -27,9 +27,8 @@ from app.service.messages import Message
 if TYPE_CHECKING:  # the local stack (numpy, scipy, SQLAlchemy) loads only when used: a
     # `classify --url` in a mail filter starts in a fraction of the time
     from app.service.classification import Classification
-    from app.service.runtime import Runtime
+    from app.service.runtime import Database, Runtime
     from app.service.training import TrainResult
-    from app.store.engine import Database
 
 API_KEY_VARIABLE = "SPAMSIFT_API_KEY"
 RFC822 = "message/rfc822"
@@ -128,35 +127,46 @@ def announce_database(command: str, settings: Settings) -> None:
         )
 
 
-def upgrade_local_schema(db: Database) -> None:
-    """Bring the schema up to date, as `serve` does. A database that cannot be used raises
-    DatabaseUnavailable naming the driver's cause as `spamsift db upgrade` says it (`database
-    "x" does not exist`, not the API's "unreachable … retry later"): every command opens its
-    database here first, so a mistyped URL is named alike by all of them."""
-    from app.errors import DatabaseUnavailable
-    from app.serving import describe_database_failure
-    from app.store.migrate import upgrade_schema
+def local_runtime(command: str, settings: Settings) -> Runtime:
+    """A local command's process, assembled once (app.service.runtime): the database of
+    SPAMSIFT_DATABASE_URL, named on stderr, found at this version's schema (only `serve` and
+    `db upgrade` migrate it; SchemaNotCurrent says to run the latter), and the service's
+    Runtime on it. A database that cannot be used raises DatabaseUnavailable naming the
+    driver's cause as `spamsift db upgrade` says it (`database "x" does not exist`, not the
+    API's "unreachable … retry later"), so a mistyped URL is named alike by every command."""
+    from app.service.runtime import open_command_runtime
 
-    try:
-        upgrade_schema(db)
-    except DatabaseUnavailable as error:
-        raise DatabaseUnavailable(describe_database_failure(error, db.url)) from error
+    announce_database(command, settings)
+    with _described_database_failure(settings):
+        return open_command_runtime(settings)
 
 
 @contextmanager
 def local_database(command: str) -> Iterator[Database]:
-    """The database of SPAMSIFT_DATABASE_URL, named on stderr, its schema brought up to date,
-    disposed after; DatabaseMissing when it does not exist yet."""
-    from app.store.engine import Database
+    """The database of a local command, as `local_runtime` opens it, disposed after."""
+    from app.service.runtime import open_command_database
 
     settings = Settings()
     announce_database(command, settings)
-    db = Database(settings.database_url, lock_timeout_seconds=settings.lock_timeout_seconds)
+    with _described_database_failure(settings):
+        db = open_command_database(settings)
     try:
-        upgrade_local_schema(db)
         yield db
     finally:
         db.dispose()
+
+
+@contextmanager
+def _described_database_failure(settings: Settings) -> Iterator[None]:
+    from app.errors import DatabaseUnavailable
+    from app.serving import describe_database_failure
+
+    try:
+        yield
+    except DatabaseUnavailable as error:
+        raise DatabaseUnavailable(
+            describe_database_failure(error, settings.database_url)
+        ) from error
 
 
 def open_target(args: argparse.Namespace) -> Target:
@@ -171,19 +181,11 @@ class LocalTarget:
     """The database of SPAMSIFT_DATABASE_URL, through the service as the server uses it."""
 
     def __init__(self, settings: Settings, *, model: str, command: str = "spamsift") -> None:
-        from app.service.runtime import Runtime
-
-        try:
-            announce_database(command, settings)
-        except DatabaseMissing as error:
-            raise CommandError(error.message) from error
         self.model = model
         self.settings = settings
-        self.runtime: Runtime = Runtime(settings)
         try:
-            upgrade_local_schema(self.runtime.db)
+            self.runtime: Runtime = local_runtime(command, settings)
         except SpamsiftError as error:
-            self.runtime.db.dispose()
             raise CommandError(error.message) from error
 
     def train_batch(self, items: Sequence[tuple[Message, str]]) -> list[Trained]:

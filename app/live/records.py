@@ -2,7 +2,8 @@
 
 Classifying only reads, so that it never waits on a writer: the record of each classification
 (kept `retention_days` for feedback by message_id) and the dashboard's counters are buffered
-here and written by a background thread about once a second, in one small transaction.
+here and written about once a second, in one small transaction, by the server's scheduler
+(app/service/scheduler.py), which also prunes old records every five minutes.
 
 The buffer is bounded per process, not per model: while the database is unreachable it keeps
 at most `max_records` records (about 3.1 KB each), the oldest dropped first, whatever the
@@ -17,24 +18,18 @@ twice its quota per process, whatever it sends.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Connection
-
 from app.errors import DatabaseUnavailable, StorageFull
+from app.store import Connection
 from app.store.activity import add_activity
 from app.store.engine import Database
 from app.store.ledger import ClassificationRecord, expire_classifications, insert_classifications
 
-log = logging.getLogger(__name__)
-
-FLUSH_INTERVAL_SECONDS = 1.0
-PRUNE_INTERVAL_SECONDS = 300.0
 MAX_BUFFERED_RECORDS = 100_000  # per process; beyond this (database down long) oldest dropped
 PRUNE_CHUNK_ROWS = 500  # rows deleted per transaction: a writer waits for one chunk at most
 
@@ -64,10 +59,6 @@ class ClassificationLog:
         self._events: dict[tuple[int, datetime], Counter[str]] = defaultdict(Counter)
         self._buffer_lock = threading.Lock()
         self._flush_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._flusher: threading.Thread | None = None
-        self._last_prune = 0.0
-        self.periodic: list[Callable[[], object]] = []  # more work for the background thread
 
     def retention_start(self) -> datetime | None:
         """The oldest classification time still kept, or None when nothing is kept."""
@@ -158,37 +149,8 @@ class ClassificationLog:
             if count < chunk_rows:
                 return removed
 
-    def start(self) -> None:
-        """Start the background flusher (the server does; short-lived CLI commands need not)."""
-        if self._flusher is None:
-            self._stop.clear()
-            self._flusher = threading.Thread(
-                target=self._run_flusher, name="spamsift-flush", daemon=True
-            )
-            self._flusher.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._flusher is not None:
-            self._flusher.join(timeout=10)
-            self._flusher = None
-
     def _cap(self) -> None:
         excess = len(self._records) - self.max_records
         if excess > 0:
             del self._records[:excess]
             self.dropped += excess
-
-    def _run_flusher(self) -> None:
-        while not self._stop.wait(FLUSH_INTERVAL_SECONDS):
-            try:
-                self.flush()
-                if time.monotonic() - self._last_prune > PRUNE_INTERVAL_SECONDS:
-                    self._last_prune = time.monotonic()
-                    self.prune()
-                    for work in self.periodic:
-                        work()
-            except (DatabaseUnavailable, StorageFull):
-                log.warning("database unavailable or full; classification records stay buffered")
-            except Exception:  # the flusher must outlive any one bad flush
-                log.exception("flushing classification records failed")

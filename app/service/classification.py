@@ -19,7 +19,6 @@ from itertools import chain
 from typing import Literal
 
 import numpy as np
-from sqlalchemy import Connection
 
 from app.bayes.counts import IntArray
 from app.bayes.naive_bayes import EventModel, verdict
@@ -29,6 +28,7 @@ from app.live.models import LiveModel, PartialModel
 from app.service.messages import Message, PreparedMessage, prepare
 from app.service.model_config import parse_config
 from app.service.runtime import Runtime, with_time_budget
+from app.store import Connection
 from app.store.ledger import ClassificationRecord
 from app.store.models import ModelRow, find_model_by_id
 from app.text import TokenizerLimits

@@ -6,13 +6,12 @@ from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from sqlalchemy import Connection
-
 from app.errors import DatabaseUnavailable, ModelNotFound, StorageFull
 from app.live.models import LiveModel
 from app.service.classification import min_learns_of, training_warnings
 from app.service.runtime import Runtime
 from app.service.stats_cache import DatabaseFigures
+from app.store import Connection
 from app.store.activity import last_event_hour, read_activity_hours, sum_activity
 from app.store.counts import read_class_totals
 from app.store.models import find_model_by_id, names_backed_by

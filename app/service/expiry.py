@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from functools import partial
 
 import numpy as np
-from sqlalchemy import Connection
 
 from app.errors import InvalidInput
 from app.live.models import LiveModel
 from app.live.records import PRUNE_CHUNK_ROWS
 from app.live.write import ModelWrite, write_model
 from app.service.runtime import Runtime
+from app.store import Connection
 from app.store.counts import changed_since, read_class_totals, read_token_ages
 from app.store.ledger import delete_trained, trained_beyond
 from app.store.models import find_model, list_models

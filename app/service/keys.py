@@ -25,10 +25,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from sqlalchemy import Connection
-
 from app.errors import Conflict, DatabaseUnavailable, InvalidInput, LastAdminKey, NotFound
 from app.service.models import MODEL_NAME_PATTERN
+from app.store import Connection
 from app.store import keys as store
 from app.store.engine import Database
 from app.store.models import find_model

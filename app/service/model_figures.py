@@ -13,8 +13,9 @@ from contextlib import suppress
 from dataclasses import dataclass
 
 from app.errors import DatabaseUnavailable, StorageFull
-from app.live.models import HeldFigures
+from app.live.models import HeldFigures as HeldFigures  # routes name these through the service
 from app.service.runtime import Runtime
+from app.store.engine import DatabaseCondition as DatabaseCondition
 from app.store.models import read_model_totals
 
 

@@ -3,6 +3,11 @@
 `Runtime` only wires them: the live models (`app.live.models.LiveModels`, within the memory
 budget) and the buffer of classification records (`app.live.records.ClassificationLog`) live
 in their own room, and every change to a model goes through `app.live.write.ModelWrite`.
+
+Each kind of process assembles one: the server in app/main.py (with its background
+scheduler, app/service/scheduler.py), a local CLI command through `open_command_runtime`
+(app/cli/targets.py). Only `spamsift serve` and `spamsift db upgrade` migrate the schema
+(app/serving.py); a command finds it current or stops, naming `spamsift db upgrade`.
 """
 
 from __future__ import annotations
@@ -10,22 +15,22 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Literal
 
 from app.bayes.naive_bayes import NaiveBayesConfig
 from app.config import Settings
-from app.errors import DatabaseUnavailable, StorageFull
+from app.errors import DatabaseUnavailable, SpamsiftError, StorageFull
 from app.live.models import LiveModels
 from app.live.records import ClassificationLog
 from app.live.write import TokenLimits
 from app.service.messages import Message, PreparedMessage, prepare
 from app.service.model_config import parse_config
 from app.service.stats_cache import StatsCache
-from app.store.engine import Database
+from app.store.engine import Database as Database  # named by the CLI through its root
 from app.store.ledger import ClassificationRecord
+from app.store.migrate import schema_state
 from app.text import TokenizerLimits
 from app.text.core import use_core
 
@@ -73,9 +78,7 @@ class Runtime:
     def __init__(self, settings: Settings, db: Database | None = None) -> None:
         self.settings = settings
         self.token_core = use_core(settings.tokenizer).name  # CoreUnavailable if not built
-        self.db = db or Database(
-            settings.database_url, lock_timeout_seconds=settings.lock_timeout_seconds
-        )
+        self.db = db or open_database(settings)
         self.models = LiveModels(
             self.db,
             sync_interval_seconds=settings.sync_interval_seconds,
@@ -131,34 +134,50 @@ class Runtime:
         """Delete classification records past the retention period, in small chunks."""
         return self.log.prune()
 
-    def start(self) -> None:
-        """Start the background flusher (the server does; short-lived CLI commands need not),
-        which also prunes old records and, with a maximum set, expires tokens."""
-        if not self.log.periodic:
-            self.log.periodic.extend(self.periodic_work())
-        self.log.start()
-
-    def periodic_work(self) -> list[Callable[[], object]]:
-        """What the server does every 5 minutes besides pruning classification records:
-        token expiry and ledger pruning where a maximum is set, then (SQLite) handing the
-        freed pages back to the file system."""
-        # expiry is a use case on a Runtime
-        from app.service.expiry import expire_all, prune_ledgers
-
-        work: list[Callable[[], object]] = []
-        token_limit = self.settings.max_tokens_per_model
-        if token_limit > 0:
-            work.append(lambda: expire_all(self, max_tokens=token_limit))
-        ledger_limit = self.settings.max_ledger_messages_per_model
-        if ledger_limit > 0:
-            work.append(lambda: prune_ledgers(self, keep=ledger_limit))
-        work.append(self.db.reclaim_space)
-        return work
-
     def close(self) -> None:
-        self.log.stop()
+        """Write what is still buffered and let the database go (the server stops its
+        scheduler first)."""
         try:
             self.log.flush()
         except (DatabaseUnavailable, StorageFull):
             log.warning("could not write the last classification records: database unavailable")
         self.db.dispose()
+
+
+class SchemaNotCurrent(SpamsiftError):
+    """The database's schema is not this version's, and the command may not migrate it."""
+
+    code = "schema_not_current"
+
+
+def open_database(settings: Settings) -> Database:
+    return Database(settings.database_url, lock_timeout_seconds=settings.lock_timeout_seconds)
+
+
+def open_command_database(settings: Settings) -> Database:
+    """The database of a local command, its schema found current: a command never migrates,
+    so that procmail's `spamsift classify` of every message never takes the write lock to
+    look. SchemaNotCurrent naming what to do otherwise; DatabaseUnavailable when unusable."""
+    db = open_database(settings)
+    try:
+        state = schema_state(db)
+    except BaseException:
+        db.dispose()
+        raise
+    if state == "current":
+        return db
+    db.dispose()
+    if state == "behind":
+        raise SchemaNotCurrent(
+            "the database's schema is older than this spamsift: run `spamsift db upgrade` "
+            "(or start `spamsift serve`, which upgrades it)"
+        )
+    raise SchemaNotCurrent(
+        "the database's schema is newer than this spamsift: it was upgraded by a later "
+        "version; run that version"
+    )
+
+
+def open_command_runtime(settings: Settings) -> Runtime:
+    """A local command's process: the Runtime on its checked database (as open_command_database)."""
+    return Runtime(settings, open_command_database(settings))

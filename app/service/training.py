@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from functools import partial
 
 import numpy as np
-from sqlalchemy import Connection
 
 from app.bayes.counts import IntArray
 from app.errors import (
@@ -30,6 +29,7 @@ from app.service.classification import prepare_messages
 from app.service.messages import Message, PreparedMessage, check_message_id
 from app.service.model_config import parse_config
 from app.service.runtime import Runtime
+from app.store import Connection
 from app.store.activity import add_activity
 from app.store.counts import read_token_texts
 from app.store.ledger import (

@@ -32,12 +32,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection
-from sqlalchemy.exc import IntegrityError
-
 from app.errors import Conflict, InvalidBacking, InvalidInput, ModelExists, ModelNotFound
 from app.service.model_config import check_classes, parse_config
 from app.service.models import check_model_name, set_relation
+from app.store import Connection, IntegrityError
 from app.store import models as store_models
 from app.store.counts import read_class_totals
 from app.store.engine import Database

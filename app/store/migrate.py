@@ -9,9 +9,11 @@ interrupted migration rolls back whole.
 from __future__ import annotations
 
 from importlib.resources import files
+from typing import Literal
 
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, text
 
 from app.store.engine import Database
@@ -47,3 +49,14 @@ def current_revision(db: Database) -> str | None:
         if not conn.dialect.has_table(conn, "alembic_version"):
             return None
         return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def schema_state(db: Database) -> Literal["current", "behind", "ahead"]:
+    """Whether `db` is at this version's newest migration, behind it (or empty), or at one
+    this version does not know (a later spamsift upgraded it). Reads only."""
+    revision = current_revision(db)
+    scripts = ScriptDirectory.from_config(alembic_config())
+    if revision == scripts.get_current_head():
+        return "current"
+    known = {script.revision for script in scripts.walk_revisions()}
+    return "behind" if revision is None or revision in known else "ahead"

@@ -6,6 +6,7 @@ the text room calls the hot functions through `active()`, so the choice is made 
 process (`use_core`, from the SPAMSIFT_TOKENIZER setting) and never per message.
 """
 
+import importlib
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
@@ -87,11 +88,11 @@ PYTHON = TokenCore(
 
 
 def _compiled() -> TokenCore | None:
-    try:
-        from app.text import _core  # type: ignore[attr-defined]  # built by setup.py, optional
+    try:  # by name: an import of the package's attribute would read as one of app.text itself
+        compiled = importlib.import_module("app.text._core")  # built by setup.py, optional
     except ImportError:
         return None
-    return compiled_from(_core)
+    return compiled_from(compiled)
 
 
 def compiled_from(module: object) -> TokenCore | None:

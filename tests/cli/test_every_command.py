@@ -19,6 +19,8 @@ from sqlalchemy.engine import make_url
 
 from app.cli.classify import EXIT_ERROR
 from app.cli.main import build_parser, main, subcommands
+from app.store.engine import Database
+from app.store.migrate import current_revision, upgrade_schema
 from tests.cli.mailfiles import spam_bytes
 from tests.postgres import POSTGRES_URL
 from tests.servers import free_port
@@ -168,3 +170,35 @@ def test_every_command_names_a_mistyped_database_as_db_upgrade_does(
     assert_named_as_db_upgrade_names_it(
         failures, 'database "spamsift_no_such_database" does not exist'
     )
+
+
+# Commands that bring the schema up to date (serve, db upgrade) or only rebuild the file
+# (db vacuum): every other one finds the schema current or stops.
+MIGRATING = {"spamsift serve", "spamsift db upgrade", "spamsift db vacuum"}
+
+
+def test_only_serve_and_db_upgrade_migrate_every_other_command_says_to_run_db_upgrade(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'spamsift.db'}"
+    db = Database(url)
+    upgrade_schema(db, "0001")  # a database a server of an earlier version left
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SPAMSIFT_DATABASE_URL", url)
+    failures = {}
+    for command in COMMANDS:
+        if command not in NO_DATABASE | MIGRATING:
+            status, lines = run(command, tmp_path, capsys)
+            failures[command] = (status, lines[-1] if lines else "")
+
+    cause = (
+        "the database's schema is older than this spamsift: run `spamsift db upgrade` "
+        "(or start `spamsift serve`, which upgrades it)"
+    )
+    assert failures == {
+        command: (DATABASE_STATUS.get(command, 1), f"{command}: {cause}") for command in failures
+    }
+    assert current_revision(db) == "0001"
+    db.dispose()
+    assert main(["db", "upgrade"]) == 0
+    assert run("spamsift keys list", tmp_path, capsys)[0] == 0

@@ -6,10 +6,15 @@ from __future__ import annotations
 import re
 import subprocess
 from pathlib import Path
+from typing import get_args
+from urllib.parse import unquote
 
 import pytest
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
-from app.config import Settings
+from app.config import DATABASE_SCHEMES, DATABASE_URL, Settings, check_database_url
+from app.text.core import CoreChoice
 from tests.ops.server import SPAMSIFT, serve_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -84,6 +89,49 @@ def test_database_urls_name_a_driver_spamsift_has(url: str, expected: str) -> No
     settings = Settings(database_url=url, _env_file=None)  # type: ignore[call-arg]
 
     assert settings.database_url == expected
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite:///./spamsift.db",
+        "sqlite://",
+        "sqlite:////abs/path.db?mode=ro",
+        "postgresql://u:p%40ss@db:5433/spamsift",
+        "postgresql+psycopg://u@[::1]:5432/spamsift?sslmode=require",
+        "postgresql+psycopg://u@db/",
+        "postgres://u@db",
+        "mysql://spamsift@db/spamsift",
+        "postgresql://u@db:port/spamsift",
+        "not a url",
+        "",
+    ],
+)
+def test_settings_read_a_url_as_the_store_connects_to_it(url: str) -> None:
+    """Settings check URLs without SQLAlchemy (they import no other room): the scheme and the
+    database they read are SQLAlchemy's, and a URL they take SQLAlchemy parses alike."""
+    try:
+        expected = make_url(url)
+    except (ArgumentError, ValueError):
+        with pytest.raises(ValueError, match="not a database URL"):
+            check_database_url(url)
+        return
+    parsed = DATABASE_URL.match(url)
+    assert parsed is not None
+    assert (parsed["scheme"], unquote(parsed["database"] or "")) == (
+        expected.drivername,
+        expected.database or "",
+    )
+    try:
+        checked = check_database_url(url)
+    except ValueError:
+        return
+    scheme = DATABASE_SCHEMES[expected.drivername]
+    assert make_url(checked) == expected.set(drivername=scheme)
+
+
+def test_the_tokenizer_setting_offers_the_text_rooms_choices() -> None:
+    assert get_args(Settings.model_fields["tokenizer"].annotation) == get_args(CoreChoice)
 
 
 def test_an_empty_admin_key_seeds_nothing() -> None:

@@ -13,6 +13,7 @@ from app.service.classification import classify
 from app.service.expiry import expire_tokens
 from app.service.messages import Message
 from app.service.runtime import Runtime
+from app.service.scheduler import periodic_work
 from app.service.training import apply_feedback, forget, train
 from app.store.engine import Database
 from app.store.models import find_model
@@ -145,12 +146,12 @@ def test_forget_and_relabel_after_expiry_are_exact_and_never_negative(
 
 
 def test_a_stream_with_periodic_expiry_levels_off_at_the_maximum(settings: Settings) -> None:
-    """Train a stream; the server's periodic work (run here by hand, as its flusher does every
-    five minutes) keeps the tokens at the maximum while the stream goes on."""
+    """Train a stream; the server's periodic work (run here by hand, as its scheduler does
+    every five minutes) keeps the tokens at the maximum while the stream goes on."""
     rt = Runtime(settings.model_copy(update={"max_tokens_per_model": 60}))
     try:
-        rt.start()
-        assert len(rt.log.periodic) == 2  # expiry, then giving freed space back (SQLite)
+        work = periodic_work(rt)
+        assert len(work) == 2  # expiry, then giving freed space back (SQLite)
         sizes = []
         for round_ in range(5):
             for i in range(6):
@@ -159,8 +160,8 @@ def test_a_stream_with_periodic_expiry_levels_off_at_the_maximum(settings: Setti
                       label="spam")  # fmt: skip
                 train(rt, model_name="default", message=Message(text=ham_text(n)), label="ham")
             grown = table_figures(rt.db)["tokens"]
-            for work in rt.log.periodic:
-                work()
+            for step in work:
+                step()
             figures = table_figures(rt.db)
             sizes.append(figures["tokens"])
             assert grown > 60

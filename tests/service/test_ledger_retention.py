@@ -14,6 +14,7 @@ from app.service.expiry import prune_ledger, prune_ledgers
 from app.service.messages import Message
 from app.service.models import create_model
 from app.service.runtime import Runtime
+from app.service.scheduler import periodic_work
 from app.service.training import forget
 from app.store.engine import Database
 from app.store.models import find_model
@@ -92,7 +93,7 @@ def test_the_server_prunes_ledgers_periodically_when_a_maximum_is_set(runtime: R
     keeping = Runtime(runtime.settings.model_copy(update={"max_ledger_messages_per_model": 3}))
     try:
         train_examples(keeping, 3, 3)
-        for work in keeping.periodic_work():
+        for work in periodic_work(keeping):
             work()
         assert len(ledger(keeping.db)) == 3
     finally:
@@ -100,6 +101,6 @@ def test_the_server_prunes_ledgers_periodically_when_a_maximum_is_set(runtime: R
     # Without a maximum no pruning is scheduled.
     train_examples(runtime, 2, 2, model="default")
     before = len(ledger(runtime.db))
-    for work in runtime.periodic_work():
+    for work in periodic_work(runtime):
         work()
     assert len(ledger(runtime.db)) == before

@@ -12,6 +12,7 @@ import random
 from app.service.classification import classify_batch
 from app.service.messages import Message
 from app.service.runtime import Runtime
+from app.service.scheduler import periodic_work
 from app.service.training import train_batch
 
 ROUNDS = 10
@@ -52,7 +53,7 @@ def test_the_database_and_memory_level_off_under_a_stream(runtime: Runtime) -> N
             rt.flush_classifications()
             # What the server's background thread does every 5 minutes.
             rt.expire()
-            for work in rt.periodic_work():
+            for work in periodic_work(rt):
                 work()
             if not rt.db.is_sqlite:
                 # `spamsift db vacuum`: autovacuum's work, run now rather than when it likes,

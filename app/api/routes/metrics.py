@@ -42,10 +42,14 @@ from starlette.responses import Response as StarletteResponse
 
 from app.api.auth import AUTH_ERRORS, requires
 from app.errors import DatabaseUnavailable, SpamsiftError
-from app.live.models import HeldFigures
-from app.service.model_figures import ModelFigures, read_held_figures, read_model_figures
+from app.service.model_figures import (
+    DatabaseCondition,
+    HeldFigures,
+    ModelFigures,
+    read_held_figures,
+    read_model_figures,
+)
 from app.service.runtime import Runtime
-from app.store.engine import DatabaseCondition
 
 log = logging.getLogger(__name__)
 
