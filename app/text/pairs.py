@@ -20,7 +20,6 @@ from app.text.stop_words import load_stop_words
 # Skipped before pairing, whatever a model's own stop-word option: the tokenizer's output does
 # not depend on a model, so the list is fixed here (the built-in English one).
 SKIPPED_WORDS = load_stop_words("english")
-_SKIPPED_WORDS = SKIPPED_WORDS  # the name a bench study (bench.hot_path) imports
 
 
 def pair_tokens(tokens: list[str], max_token_chars: int) -> list[str]:

@@ -1,39 +1,32 @@
-"""What each step of the tokenizer's hot path costs: `python -m bench.hot_path [runs]`.
+"""What each step of the tokenizer's hot path costs: `python -m bench.lab.hot_path [runs]`.
 
 CPU milliseconds per message over the SpamAssassin test split, for the steps a profile of
 classify found hot besides the word loops: each step as it was before this work (commit
-980aa9f; its code is kept below as the baseline, the same code the tests keep as their
-oracle) against the step that runs now, with the Python and with the compiled core. The
-variants take turns run by run; medians. The last rows are the whole of `prepare`
-(tokenize, Message-ID, key) with each core.
+980aa9f: the code below, and for the Message-ID and the digest the tests' oracle in
+tests/text/message_identity_oracle.py) against the step that runs now, with the Python and with
+the compiled core. The variants take turns run by run; medians. The last rows are the whole of
+`prepare` (tokenize, Message-ID, key) with each core.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
-from app.service.messages import (
-    MAX_MESSAGE_ID_CHARS,
-    Message,
-    header_message_id,
-    prepare,
-    token_digest,
-)
-from app.text import TokenizerLimits, core, evidence_count, parse_message, tokenize, tokenize_raw
-from app.text.pairs import _SKIPPED_WORDS
+from app.service.messages import Message, header_message_id, prepare, token_digest
+from app.text import TokenizerLimits, core, evidence_count, parse_message, tokenize_raw
+from app.text.pairs import SKIPPED_WORDS
 from app.text.tokenize import DERIVED_PREFIXES
 from app.text.words import normalize_text
 from bench import data
+from tests.text.message_identity_oracle import digest_before, message_id_before
 
 LIMITS = TokenizerLimits()
-_FIELD_NAME = re.compile(rb"[!-9;-~]+:")
 
 
 # -- the steps as they were before ------------------------------------------------------------
@@ -48,45 +41,13 @@ def evidence_before(token_counts: dict[str, int]) -> int:
 
 
 def pairs_before(tokens: list[str], max_token_chars: int) -> list[str]:
-    words = [token for token in tokens if token not in _SKIPPED_WORDS and ":" not in token]
+    words = [token for token in tokens if token not in SKIPPED_WORDS and ":" not in token]
     return [
         f"pair:{first} {second}"
         if len(first) + len(second) < max_token_chars
         else f"pair:{(first + ' ' + second)[:max_token_chars]}"
         for first, second in zip(words, islice(words, 1, None), strict=False)
     ]
-
-
-def digest_before(token_counts: dict[str, int]) -> str:
-    lines = [f"{token}\t{token_counts[token]}\n" for token in sorted(token_counts)]
-    return hashlib.sha256("".join(lines).encode()).hexdigest()
-
-
-def message_id_before(raw: bytes) -> str | None:
-    header: list[bytes] = []
-    current = b""
-    for line in raw.split(b"\n"):
-        if line.startswith(b"From ") and not header and not current:
-            continue
-        if line[:1] in (b" ", b"\t") and current:
-            current += line
-            continue
-        if current:
-            header.append(current)
-        if not _FIELD_NAME.match(line):
-            current = b""
-            break
-        current = line
-    if current:
-        header.append(current)
-    for field in header:
-        name, _, value = field.partition(b":")
-        if name.strip().lower() == b"message-id":
-            text = " ".join(value.decode("utf-8", "replace").split())
-            if text and len(text) <= MAX_MESSAGE_ID_CHARS and text.isprintable():
-                return text
-            return None
-    return None
 
 
 # -- the measurement ------------------------------------------------------------------------
@@ -96,8 +57,10 @@ def main() -> None:
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     raws = [m.raw or b"" for m in data.split("spamassassin").test]
     chars = LIMITS.max_token_chars
-    token_lists = [tokenize(parse_message(raw, limits=LIMITS), limits=LIMITS) for raw in raws]
     counts = [tokenize_raw(raw).token_counts for raw in raws]
+    # The links step counted `url:` over the message's tokens before they were counted: each
+    # token as often as it was emitted.
+    token_lists = [list(Counter(each).elements()) for each in counts]
     texts = [
         core.active().text_tokens(normalize_text(text), chars)
         for raw in raws

@@ -1,7 +1,7 @@
 """New tokens per message and per batch when a fresh model is trained on a corpus in order:
 what SPAMSIFT_MAX_NEW_TOKENS_PER_REQUEST must never refuse.
 
-    python -m bench.new_tokens spamassassin csdmc2010
+    python -m bench.lab.new_tokens spamassassin csdmc2010
 
 Per corpus: the mean, p99 and largest number of tokens a message adds to the model trained
 on every message before it, and the most a batch of SPAMSIFT_MAX_BATCH_ITEMS consecutive

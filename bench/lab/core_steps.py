@@ -1,9 +1,9 @@
-"""What each loop of the compiled token core buys: `python -m bench.core_steps [runs]`.
+"""What each loop of the compiled token core buys: `python -m bench.lab.core_steps [runs]`.
 
 CPU seconds of `tokenize_raw` over every SpamAssassin message, the Python core with one more
 compiled function at each step (the variants take turns run by run); median of the runs.
 The lines a message key hashes (`token_lines`) are not part of `tokenize_raw`:
-`python -m bench.hot_path` measures them, and the other steps after tokenizing.
+`python -m bench.lab.hot_path` measures them, and the other steps after tokenizing.
 """
 
 from __future__ import annotations

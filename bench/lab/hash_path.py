@@ -1,4 +1,4 @@
-"""CPU per message of tokenizing by hash against by string: `python -m bench.hash_path [runs]
+"""CPU per message of tokenizing by hash against by string: `python -m bench.lab.hash_path [runs]
 [--json PATH]`.
 
 The 1,178 messages of the SpamAssassin test split, raw bytes in; each variant tokenizes all of

@@ -1,6 +1,6 @@
 """What word pairs and shape tokens cost in tokenizing, interleaved in one process.
 
-    python -m bench.token_families_cost [--step 3] [--rounds 5]
+    python -m bench.lab.token_families_cost [--step 3] [--rounds 5]
 
 Tokenizes every `step`-th spamassassin message (raw, `tokenize_raw`) and every `step`-th SMS
 (`tokenize_text`) with the default tokenizer and with pairs and shape tokens turned off,
