@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_core import to_jsonable_python
 
 from app.service.classification import Classification
 from app.service.messages import MAX_MESSAGE_ID_CHARS, Message
-from app.service.model_config import EventModel, Prior
+from app.service.model_config import EventModel, ModelConfig
 from app.service.models import MODEL_NAME_PATTERN, RELATION_FIELDS, ModelInfo
 from app.service.training import ForgetResult, TrainResult
 
@@ -45,77 +47,38 @@ class MessageBody(Strict):
         return Message(raw=self.raw, text=self.text, message_id=self.message_id)
 
 
-class ConfigFields(Strict):
-    """Model options of SPEC §4; omitted ones keep their defaults."""
+BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
-    event_model: EventModel | None = Field(
-        default=None,
-        description="scorer: `robinson-fisher` (default; bogofilter's chi-square combining, "
-        "ham/spam models only), `multinomial` or `bernoulli` naive Bayes; a classify request "
-        "may pick another",
-    )
-    alpha: float | None = Field(
-        default=None, description="additive smoothing of naive Bayes, > 0 (default 1.0: Laplace)"
-    )
-    prior: Prior | None = Field(
-        default=None,
-        description="class prior of naive Bayes: `mle` (default: trained share of each "
-        "class), `laplace`, or `uniform`",
-    )
-    min_df: int | None = Field(
-        default=None,
-        description="tokens seen in fewer trained messages are ignored when scoring (default 1)",
-    )
-    max_vocab: int | None = Field(
-        default=None,
-        description="score with only this many tokens, those in most trained messages "
-        "(default: no limit)",
-    )
-    stop_words: Literal["english", "none"] | list[str] | None = Field(
-        default=None,
-        description="words ignored when scoring: `english` (default), `none`, or a list; "
-        "changing it needs no retraining",
-    )
-    spam_threshold: float | None = Field(
-        default=None,
-        description="ham/spam models: verdict `spam` at spam_probability >= this (default 0.9)",
-    )
-    ham_threshold: float | None = Field(
-        default=None,
-        description="ham/spam models: verdict `ham` at spam_probability <= this (default 0.1); "
-        "between the two, `unsure`",
-    )
-    rf_strength: float | None = Field(
-        default=None,
-        description="robinson-fisher: pull of a rare token's probability toward rf_assumed "
-        "(s, default 0.03)",
-    )
-    rf_assumed: float | None = Field(
-        default=None,
-        description="robinson-fisher: spam probability assumed for an unseen token "
-        "(x, default 0.5)",
-    )
-    rf_min_dev: float | None = Field(
-        default=None,
-        description="robinson-fisher: tokens whose probability is nearer 0.5 than this are "
-        "ignored (default 0.0)",
-    )
-    min_train_tokens: int | None = Field(
-        default=None,
-        description="fewest distinct tokens a message needs to be trained; default: the "
-        "server's SPAMSIFT_MIN_TRAIN_TOKENS (11) for raw mail, 1 for plain `text`",
-    )
-    min_learns: int | None = Field(
-        default=None,
-        description="trained messages of each class before verdicts are trusted (below it "
-        "every verdict is `unsure`, with a warning); default: SPAMSIFT_MIN_LEARNS (200)",
+
+def _settable(name: str, field: FieldInfo) -> Any:
+    """An option as a request sets it: omitted keeps it, `null` resets it to the default
+    that the schema shows. The bounds are shown, and checked by the service's ModelConfig,
+    whose refusal names the option."""
+    declared = ModelConfig.model_json_schema()["properties"][name]
+    shown = {"default": to_jsonable_python(field.default)}
+    for one in [declared, *declared.get("anyOf", [])]:
+        shown |= {bound: one[bound] for bound in BOUNDS if bound in one}
+    annotation: Any = field.annotation
+    return (
+        annotation | None,
+        Field(default=None, description=field.description, json_schema_extra=shown),
     )
 
-    personal_weight: int | None = Field(
-        default=None,
-        description="with backed_by: each message trained in this model counts this many "
-        "times against the backing model's when classify sums their counts (default 1)",
+
+if TYPE_CHECKING:
+    ModelOptions = Strict
+else:
+    ModelOptions = create_model(
+        "ModelOptions",
+        __base__=Strict,
+        **{name: _settable(name, field) for name, field in ModelConfig.model_fields.items()},
     )
+
+
+class ConfigFields(ModelOptions):
+    """The model options (their declaration: ModelConfig) and the backing relation's
+    fields; omitted ones keep their values."""
+
     backed_by: str | None = Field(
         default=None,
         pattern=MODEL_NAME_PATTERN,
@@ -125,7 +88,7 @@ class ConfigFields(Strict):
     feedback_trains_backing: bool | None = Field(
         default=None,
         description="feedback on this model also trains its backing model, when the API key "
-        "may train that model (default false: feedback trains this model alone)",
+        "may train that model (`false`: feedback trains this model alone)",
     )
 
     def options(self) -> dict[str, Any]:
