@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
@@ -13,7 +12,7 @@ from app.service.classification import Classification
 from app.service.messages import MAX_MESSAGE_ID_CHARS, Message
 from app.service.model_config import EventModel, ModelConfig
 from app.service.models import MODEL_NAME_PATTERN, RELATION_FIELDS, ModelInfo
-from app.service.training import ForgetResult, TrainResult
+from app.service.training import TrainResult
 
 MessageId = Field(
     default=None,
@@ -108,46 +107,8 @@ class UpdateModelRequest(ConfigFields):
     """Options to change; `null` resets an option to its default."""
 
 
-class ModelResponse(BaseModel):
-    name: str
-    classes: list[str]
-    config: dict[str, Any]
-    generation: int
-    created_at: datetime
-    messages: dict[str, int]
-    trained_messages: int
-    backed_by: str | None = Field(
-        default=None, description="the model whose counts classify sums with this one's"
-    )
-    feedback_trains_backing: bool = False
-    backs: list[str] = Field(
-        default_factory=list,
-        description="the models this one backs (in a model list: not given, empty)",
-    )
-    defaults: dict[str, Any] | None = Field(
-        default=None,
-        description="the value each option takes when not set (the server's own for "
-        "min_learns and min_train_tokens); given when one model is read",
-    )
-
-    @classmethod
-    def of(cls, info: ModelInfo) -> ModelResponse:
-        return cls(
-            name=info.name,
-            classes=list(info.classes),
-            config=info.config.model_dump(),
-            generation=info.generation,
-            created_at=info.created_at,
-            messages=info.messages,
-            trained_messages=info.trained_messages,
-            backed_by=info.backed_by,
-            feedback_trains_backing=info.feedback_trains_backing,
-            backs=list(info.backs),
-        )
-
-
 class ModelList(BaseModel):
-    models: list[ModelResponse]
+    models: list[ModelInfo]
     next: str | None = Field(
         default=None, description="pass as `after` for the next page; null on the last page"
     )
@@ -157,38 +118,12 @@ class TrainRequest(MessageBody):
     label: str = Field(min_length=1, max_length=64, examples=["spam"])
 
 
-class TrainResponse(BaseModel):
-    message_id: str
-    label: str
-    previous_label: str | None
-    changed: bool
-    tokens: int
-    defects: list[str]
-    models: list[str] = Field(
-        default_factory=list,
-        description="the models trained: the model, and for feedback its backing model "
-        "when the relation and the API key allow",
-    )
-
-    @classmethod
-    def of(cls, result: TrainResult) -> TrainResponse:
-        return cls(
-            message_id=result.message_id,
-            label=result.label,
-            previous_label=result.previous_label,
-            changed=result.changed,
-            tokens=result.tokens,
-            defects=list(result.defects),
-            models=list(result.models),
-        )
-
-
 class TrainBatchRequest(Strict):
     items: list[TrainRequest] = Field(min_length=1)
 
 
 class TrainBatchResponse(BaseModel):
-    results: list[TrainResponse]
+    results: list[TrainResult]
 
 
 class ClassifyRequest(MessageBody):
@@ -196,58 +131,6 @@ class ClassifyRequest(MessageBody):
         default=None, description="Score with this event model instead of the model's own"
     )
     explain: bool = Field(default=False, description="Also return the strongest clues")
-
-
-class ClueResponse(BaseModel):
-    token: str
-    class_: str = Field(alias="class", serialization_alias="class")
-    weight: float
-
-    model_config = ConfigDict(populate_by_name=True)
-
-
-class ClassifyResponse(BaseModel):
-    message_id: str
-    label: str
-    verdict: str
-    probabilities: dict[str, float]
-    spam_probability: float | None = None
-    scores: dict[str, float]
-    event_model: str
-    tokens: int
-    clues: list[ClueResponse] | None = None
-    defects: list[str]
-    warnings: list[str] = Field(
-        default_factory=list,
-        description="why the verdict is not to be trusted yet, e.g. a class with fewer trained "
-        "messages than the model's min_learns (the verdict is then `unsure`)",
-    )
-    models: list[str] = Field(
-        default_factory=list,
-        description="the models whose counts scored the message: the model, then the model "
-        "backing it (their counts summed)",
-    )
-
-    @classmethod
-    def of(cls, result: Classification) -> ClassifyResponse:
-        return cls(
-            message_id=result.message_id,
-            label=result.label,
-            verdict=result.verdict,
-            probabilities=result.probabilities,
-            spam_probability=result.spam_probability,
-            scores=result.scores,
-            event_model=result.event_model,
-            tokens=result.tokens,
-            clues=None
-            if result.clues is None
-            else [
-                ClueResponse(token=c.token, class_=c.class_, weight=c.weight) for c in result.clues
-            ],
-            defects=list(result.defects),
-            warnings=list(result.warnings),
-            models=list(result.models),
-        )
 
 
 class ClassifyBatchItem(MessageBody):
@@ -261,7 +144,7 @@ class ClassifyBatchRequest(Strict):
 
 
 class ClassifyBatchResponse(BaseModel):
-    results: list[ClassifyResponse]
+    results: list[Classification]
 
 
 class FeedbackRequest(Strict):
@@ -284,16 +167,6 @@ class FeedbackRequest(Strict):
         if self.raw is None and self.text is None:
             return None
         return Message(raw=self.raw, text=self.text, message_id=self.message_id)
-
-
-class ForgetResponse(BaseModel):
-    message_id: str
-    forgotten: int
-    labels: list[str]
-
-    @classmethod
-    def of(cls, result: ForgetResult) -> ForgetResponse:
-        return cls(message_id=result.message_id, forgotten=result.forgotten, labels=result.labels)
 
 
 class Health(BaseModel):

@@ -21,11 +21,12 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal, TypeVar, cast, get_args
+from typing import Annotated, Any, Literal, TypeVar, cast, get_args
 
 import numpy as np
 import scipy.sparse
 from numpy.typing import ArrayLike, NDArray
+from pydantic import Field
 
 from app.bayes import robinson_fisher
 from app.bayes.counts import BoolArray, CountArray, CountTable, FloatArray, IntArray, _as_csr
@@ -98,7 +99,7 @@ class Clue:
     """A token that moved the verdict: toward class_, by weight nats of log odds."""
 
     token: str
-    class_: str
+    class_: Annotated[str, Field(serialization_alias="class")]  # `class`, as answers name it
     weight: float
 
 

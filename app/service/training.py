@@ -12,8 +12,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
+from typing import Annotated
 
 import numpy as np
+from pydantic import ConfigDict, Field
 from sqlalchemy import Connection
 
 from app.bayes.counts import IntArray
@@ -56,13 +58,22 @@ report_log = logging.getLogger("spamsift.report")
 
 @dataclass(frozen=True)
 class TrainResult:
+    # The answer always has every field: OpenAPI says so (required), defaults or not.
+    __pydantic_config__ = ConfigDict(json_schema_serialization_defaults_required=True)
+
     message_id: str
     label: str
     previous_label: str | None
     changed: bool
     tokens: int
     defects: tuple[str, ...] = ()
-    models: tuple[str, ...] = ()  # the models it was trained in (feedback: maybe the backing)
+    models: Annotated[
+        tuple[str, ...],
+        Field(
+            description="the models trained: the model, and for feedback its backing model "
+            "when the relation and the API key allow"
+        ),
+    ] = ()
 
 
 @dataclass(frozen=True)
