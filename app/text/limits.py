@@ -2,12 +2,33 @@
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Annotated
+
+from annotated_types import Ge, Gt, Le
 
 from app.text import defects
 
 
 @dataclass(frozen=True)
-class TokenizerLimits:
+class MessageCaps:
+    """The caps on one message's tokenizing, each declared once, with its bounds: the server's
+    settings (SPAMSIFT_MAX_SCAN_BYTES, ...) take them from here. A message over one is still
+    handled, as far as the cap, and the defect code its result carries says so."""
+
+    max_scan_bytes: Annotated[int, Gt(0)] = 512 * 1024  # decoded text tokenized: "truncated"
+    max_header_value_bytes: Annotated[int, Gt(0)] = 8 * 1024  # longer cut: "truncated"
+    max_header_fields: Annotated[int, Gt(0)] = 1000  # further fields ignored: "truncated"
+    max_mime_depth: Annotated[int, Ge(1)] = 20  # deeper parts not walked: "mime_depth"
+    max_mime_parts: Annotated[int, Gt(0)] = 1000  # further parts not tokenized: "truncated"
+    # Longer words become one "skip:<first letter> <length bucket>" token. At most 46, so that
+    # every token (13-character prefix, 4 bytes a character) fits the 200-byte token column.
+    max_token_chars: Annotated[int, Ge(1), Le(46)] = 40
+    # The first N distinct tokens in emission order are kept: "truncated".
+    max_distinct_tokens: Annotated[int, Gt(0)] = 20_000
+
+
+@dataclass(frozen=True)
+class TokenizerLimits(MessageCaps):
     """Caps that keep tokenizing any input linear in its size and bounded in output.
 
     Each cap, when hit, adds a defect code to the result (see `app.text.defects`).
@@ -17,13 +38,6 @@ class TokenizerLimits:
     passed stops, keeps what it has and notes TIME_BUDGET. Without a clock there is no budget.
     """
 
-    max_scan_bytes: int = 512 * 1024  # decoded text tokenized per message
-    max_header_value_bytes: int = 8 * 1024  # longer header values truncated ("truncated")
-    max_header_fields: int = 1000  # further fields ignored ("truncated")
-    max_mime_depth: int = 20  # deeper parts not walked ("mime_depth")
-    max_mime_parts: int = 1000  # further parts not tokenized ("truncated")
-    max_token_chars: int = 40  # longer words become a bounded "skip:" token
-    max_distinct_tokens: int = 20_000  # first N distinct tokens in emission order kept
     deadline: float = 0.0  # on `clock`; tokenizing stops once clock() >= deadline
     clock: Callable[[], float] | None = None  # None: no time budget
 
