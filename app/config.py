@@ -9,6 +9,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.message_caps import MessageCaps
+
 MIB = 1024 * 1024
 
 # The database drivers spamsift ships; "postgresql://" means psycopg 3 here (SQLAlchemy would
@@ -53,8 +55,9 @@ def check_database_url(url: str) -> str:
     return scheme + url[len(given) :]
 
 
-class Settings(BaseSettings):
-    """Everything a spamsift process is configured with; built once and handed down."""
+class Settings(BaseSettings, MessageCaps):
+    """Everything a spamsift process is configured with; built once and handed down. The
+    caps on one message's tokenizing are MessageCaps' fields (SPAMSIFT_MAX_SCAN_BYTES, ...)."""
 
     model_config = SettingsConfigDict(env_prefix="SPAMSIFT_", env_file=".env", extra="ignore")
 
@@ -73,17 +76,6 @@ class Settings(BaseSettings):
     max_message_bytes: int = Field(default=10 * MIB, gt=0)
     max_request_bytes: int = Field(default=64 * MIB, gt=0)
     max_batch_items: int = Field(default=1000, gt=0)
-    # Message-level caps (ROBUSTNESS "suggested starting limits"); a message over one is still
-    # handled, as far as the cap, and the answer's `defects` says so.
-    max_scan_bytes: int = Field(default=512 * 1024, gt=0)  # decoded text tokenized: "truncated"
-    max_header_value_bytes: int = Field(default=8 * 1024, gt=0)  # longer cut: "truncated"
-    max_header_fields: int = Field(default=1000, gt=0)  # further fields ignored: "truncated"
-    max_mime_depth: int = Field(default=20, ge=1)  # deeper parts not walked: "mime_depth"
-    max_mime_parts: int = Field(default=1000, gt=0)  # further parts ignored: "truncated"
-    max_distinct_tokens: int = Field(default=20_000, gt=0)  # first N kept: "truncated"
-    # Longer words become one "skip:<first letter> <length bucket>" token. At most 46, so that
-    # every token (13-character prefix, 4 bytes a character) fits the 200-byte token column.
-    max_token_chars: int = Field(default=40, ge=1, le=46)
     # /train (and train/batch, feedback with a message) refuses fewer distinct tokens with 422.
     min_train_tokens: int = Field(default=11, ge=1)
     # Fewest trained messages per class before a verdict is trusted (a model's min_learns

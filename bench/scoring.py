@@ -15,8 +15,9 @@ import numpy as np
 import scipy.sparse
 
 from app.bayes.counts import CountTable
-from app.bayes.naive_bayes import Classifier, NaiveBayesConfig
+from app.bayes.naive_bayes import Classifier
 from app.service.evaluation import CLASSES, LabelledMessage
+from app.service.model_config import ModelConfig
 from app.text import tokenize_raw
 from bench import data
 from bench.timing import rates, ratio, summary, time_interleaved
@@ -85,13 +86,16 @@ def run(quick: bool) -> dict[str, Any]:
     differences: dict[str, float] = {}
     for event_model, peer in peers.items():
         peer.fit(X_train, y)
-        classifier = Classifier(table, NaiveBayesConfig(event_model=event_model, alpha=1.0))
+        config = ModelConfig(event_model=event_model, stop_words="none").to_engine()
+        classifier = Classifier(table, config)
         ours = np.asarray(classifier.predict_proba(X))
         theirs = np.asarray(peer.predict_proba(X))
         differences[event_model] = float(np.abs(ours - theirs).max())
         works[f"spamsift {event_model}"] = partial(classifier.predict_proba, X)
         works[f"sklearn {event_model}"] = partial(peer.predict_proba, X)
-    robinson = Classifier(table, NaiveBayesConfig(event_model="robinson-fisher"))
+    # SpamBayes' s and min_dev, as this part has always measured
+    robinson_config = ModelConfig(stop_words="none", rf_strength=0.45, rf_min_dev=0.1)
+    robinson = Classifier(table, robinson_config.to_engine())
     works["spamsift robinson-fisher"] = partial(robinson.predict_proba, X)
     timings = time_interleaved(works, runs=runs)
 

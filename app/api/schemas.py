@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_core import to_jsonable_python
 
 from app.service.classification import Classification
 from app.service.messages import MAX_MESSAGE_ID_CHARS, Message
-from app.service.model_config import EventModel, Prior
+from app.service.model_config import EventModel, ModelConfig
 from app.service.models import MODEL_NAME_PATTERN, RELATION_FIELDS, ModelInfo
-from app.service.training import ForgetResult, TrainResult
+from app.service.training import TrainResult
 
 MessageId = Field(
     default=None,
@@ -45,77 +46,38 @@ class MessageBody(Strict):
         return Message(raw=self.raw, text=self.text, message_id=self.message_id)
 
 
-class ConfigFields(Strict):
-    """Model options of SPEC §4; omitted ones keep their defaults."""
+BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
-    event_model: EventModel | None = Field(
-        default=None,
-        description="scorer: `robinson-fisher` (default; bogofilter's chi-square combining, "
-        "ham/spam models only), `multinomial` or `bernoulli` naive Bayes; a classify request "
-        "may pick another",
-    )
-    alpha: float | None = Field(
-        default=None, description="additive smoothing of naive Bayes, > 0 (default 1.0: Laplace)"
-    )
-    prior: Prior | None = Field(
-        default=None,
-        description="class prior of naive Bayes: `mle` (default: trained share of each "
-        "class), `laplace`, or `uniform`",
-    )
-    min_df: int | None = Field(
-        default=None,
-        description="tokens seen in fewer trained messages are ignored when scoring (default 1)",
-    )
-    max_vocab: int | None = Field(
-        default=None,
-        description="score with only this many tokens, those in most trained messages "
-        "(default: no limit)",
-    )
-    stop_words: Literal["english", "none"] | list[str] | None = Field(
-        default=None,
-        description="words ignored when scoring: `english` (default), `none`, or a list; "
-        "changing it needs no retraining",
-    )
-    spam_threshold: float | None = Field(
-        default=None,
-        description="ham/spam models: verdict `spam` at spam_probability >= this (default 0.9)",
-    )
-    ham_threshold: float | None = Field(
-        default=None,
-        description="ham/spam models: verdict `ham` at spam_probability <= this (default 0.1); "
-        "between the two, `unsure`",
-    )
-    rf_strength: float | None = Field(
-        default=None,
-        description="robinson-fisher: pull of a rare token's probability toward rf_assumed "
-        "(s, default 0.03)",
-    )
-    rf_assumed: float | None = Field(
-        default=None,
-        description="robinson-fisher: spam probability assumed for an unseen token "
-        "(x, default 0.5)",
-    )
-    rf_min_dev: float | None = Field(
-        default=None,
-        description="robinson-fisher: tokens whose probability is nearer 0.5 than this are "
-        "ignored (default 0.0)",
-    )
-    min_train_tokens: int | None = Field(
-        default=None,
-        description="fewest distinct tokens a message needs to be trained; default: the "
-        "server's SPAMSIFT_MIN_TRAIN_TOKENS (11) for raw mail, 1 for plain `text`",
-    )
-    min_learns: int | None = Field(
-        default=None,
-        description="trained messages of each class before verdicts are trusted (below it "
-        "every verdict is `unsure`, with a warning); default: SPAMSIFT_MIN_LEARNS (200)",
+
+def _settable(name: str, field: FieldInfo) -> Any:
+    """An option as a request sets it: omitted keeps it, `null` resets it to the default
+    that the schema shows. The bounds are shown, and checked by the service's ModelConfig,
+    whose refusal names the option."""
+    declared = ModelConfig.model_json_schema()["properties"][name]
+    shown = {"default": to_jsonable_python(field.default)}
+    for one in [declared, *declared.get("anyOf", [])]:
+        shown |= {bound: one[bound] for bound in BOUNDS if bound in one}
+    annotation: Any = field.annotation
+    return (
+        annotation | None,
+        Field(default=None, description=field.description, json_schema_extra=shown),
     )
 
-    personal_weight: int | None = Field(
-        default=None,
-        description="with backed_by: each message trained in this model counts this many "
-        "times against the backing model's when classify sums their counts (default 1)",
+
+if TYPE_CHECKING:
+    ModelOptions = Strict
+else:
+    ModelOptions = create_model(
+        "ModelOptions",
+        __base__=Strict,
+        **{name: _settable(name, field) for name, field in ModelConfig.model_fields.items()},
     )
+
+
+class ConfigFields(ModelOptions):
+    """The model options (their declaration: ModelConfig) and the backing relation's
+    fields; omitted ones keep their values."""
+
     backed_by: str | None = Field(
         default=None,
         pattern=MODEL_NAME_PATTERN,
@@ -125,7 +87,7 @@ class ConfigFields(Strict):
     feedback_trains_backing: bool | None = Field(
         default=None,
         description="feedback on this model also trains its backing model, when the API key "
-        "may train that model (default false: feedback trains this model alone)",
+        "may train that model (`false`: feedback trains this model alone)",
     )
 
     def options(self) -> dict[str, Any]:
@@ -145,46 +107,8 @@ class UpdateModelRequest(ConfigFields):
     """Options to change; `null` resets an option to its default."""
 
 
-class ModelResponse(BaseModel):
-    name: str
-    classes: list[str]
-    config: dict[str, Any]
-    generation: int
-    created_at: datetime
-    messages: dict[str, int]
-    trained_messages: int
-    backed_by: str | None = Field(
-        default=None, description="the model whose counts classify sums with this one's"
-    )
-    feedback_trains_backing: bool = False
-    backs: list[str] = Field(
-        default_factory=list,
-        description="the models this one backs (in a model list: not given, empty)",
-    )
-    defaults: dict[str, Any] | None = Field(
-        default=None,
-        description="the value each option takes when not set (the server's own for "
-        "min_learns and min_train_tokens); given when one model is read",
-    )
-
-    @classmethod
-    def of(cls, info: ModelInfo) -> ModelResponse:
-        return cls(
-            name=info.name,
-            classes=list(info.classes),
-            config=info.config.model_dump(),
-            generation=info.generation,
-            created_at=info.created_at,
-            messages=info.messages,
-            trained_messages=info.trained_messages,
-            backed_by=info.backed_by,
-            feedback_trains_backing=info.feedback_trains_backing,
-            backs=list(info.backs),
-        )
-
-
 class ModelList(BaseModel):
-    models: list[ModelResponse]
+    models: list[ModelInfo]
     next: str | None = Field(
         default=None, description="pass as `after` for the next page; null on the last page"
     )
@@ -194,38 +118,12 @@ class TrainRequest(MessageBody):
     label: str = Field(min_length=1, max_length=64, examples=["spam"])
 
 
-class TrainResponse(BaseModel):
-    message_id: str
-    label: str
-    previous_label: str | None
-    changed: bool
-    tokens: int
-    defects: list[str]
-    models: list[str] = Field(
-        default_factory=list,
-        description="the models trained: the model, and for feedback its backing model "
-        "when the relation and the API key allow",
-    )
-
-    @classmethod
-    def of(cls, result: TrainResult) -> TrainResponse:
-        return cls(
-            message_id=result.message_id,
-            label=result.label,
-            previous_label=result.previous_label,
-            changed=result.changed,
-            tokens=result.tokens,
-            defects=list(result.defects),
-            models=list(result.models),
-        )
-
-
 class TrainBatchRequest(Strict):
     items: list[TrainRequest] = Field(min_length=1)
 
 
 class TrainBatchResponse(BaseModel):
-    results: list[TrainResponse]
+    results: list[TrainResult]
 
 
 class ClassifyRequest(MessageBody):
@@ -233,58 +131,6 @@ class ClassifyRequest(MessageBody):
         default=None, description="Score with this event model instead of the model's own"
     )
     explain: bool = Field(default=False, description="Also return the strongest clues")
-
-
-class ClueResponse(BaseModel):
-    token: str
-    class_: str = Field(alias="class", serialization_alias="class")
-    weight: float
-
-    model_config = ConfigDict(populate_by_name=True)
-
-
-class ClassifyResponse(BaseModel):
-    message_id: str
-    label: str
-    verdict: str
-    probabilities: dict[str, float]
-    spam_probability: float | None = None
-    scores: dict[str, float]
-    event_model: str
-    tokens: int
-    clues: list[ClueResponse] | None = None
-    defects: list[str]
-    warnings: list[str] = Field(
-        default_factory=list,
-        description="why the verdict is not to be trusted yet, e.g. a class with fewer trained "
-        "messages than the model's min_learns (the verdict is then `unsure`)",
-    )
-    models: list[str] = Field(
-        default_factory=list,
-        description="the models whose counts scored the message: the model, then the model "
-        "backing it (their counts summed)",
-    )
-
-    @classmethod
-    def of(cls, result: Classification) -> ClassifyResponse:
-        return cls(
-            message_id=result.message_id,
-            label=result.label,
-            verdict=result.verdict,
-            probabilities=result.probabilities,
-            spam_probability=result.spam_probability,
-            scores=result.scores,
-            event_model=result.event_model,
-            tokens=result.tokens,
-            clues=None
-            if result.clues is None
-            else [
-                ClueResponse(token=c.token, class_=c.class_, weight=c.weight) for c in result.clues
-            ],
-            defects=list(result.defects),
-            warnings=list(result.warnings),
-            models=list(result.models),
-        )
 
 
 class ClassifyBatchItem(MessageBody):
@@ -298,7 +144,7 @@ class ClassifyBatchRequest(Strict):
 
 
 class ClassifyBatchResponse(BaseModel):
-    results: list[ClassifyResponse]
+    results: list[Classification]
 
 
 class FeedbackRequest(Strict):
@@ -321,16 +167,6 @@ class FeedbackRequest(Strict):
         if self.raw is None and self.text is None:
             return None
         return Message(raw=self.raw, text=self.text, message_id=self.message_id)
-
-
-class ForgetResponse(BaseModel):
-    message_id: str
-    forgotten: int
-    labels: list[str]
-
-    @classmethod
-    def of(cls, result: ForgetResult) -> ForgetResponse:
-        return cls(message_id=result.message_id, forgotten=result.forgotten, labels=result.labels)
 
 
 class Health(BaseModel):

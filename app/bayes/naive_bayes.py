@@ -21,11 +21,12 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal, TypeVar, cast, get_args
+from typing import Annotated, Any, Literal, TypeVar, cast, get_args
 
 import numpy as np
 import scipy.sparse
 from numpy.typing import ArrayLike, NDArray
+from pydantic import Field
 
 from app.bayes import robinson_fisher
 from app.bayes.counts import BoolArray, CountArray, CountTable, FloatArray, IntArray, _as_csr
@@ -42,29 +43,27 @@ Matrix = scipy.sparse.sparray | scipy.sparse.spmatrix | ArrayLike
 ArrayT = TypeVar("ArrayT", bound=NDArray[Any])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NaiveBayesConfig:
-    """The model config of SPEC §4 that the mathematics needs.
+    """The model config of SPEC §4 that the mathematics needs, built from the service's
+    ModelConfig, which declares each option's default once.
 
-    Robinson-Fisher defaults are SpamBayes' (robinson_probability_s 0.45,
-    robinson_probability_x 0.5, robinson_minimum_prob_strength 0.1); bogofilter ships
-    robs 0.0178, robx 0.52 and min_dev 0.1 for its fisher method. `rf_max_tokens` is
-    SpamBayes' max_discriminators (150 there; None = every token, as bogofilter). All are
-    to be tuned on the shared corpora.
+    `rf_max_tokens` is SpamBayes' max_discriminators (150 there; None = every token, as
+    bogofilter); no model option sets it.
     """
 
-    event_model: EventModel = "multinomial"
-    alpha: float = 1.0
-    prior: Prior = "mle"
-    min_df: int = 1
-    max_vocab: int | None = None
-    stop_words: frozenset[str] = frozenset()
-    rf_strength: float = 0.45
-    rf_assumed: float = 0.5
-    rf_min_dev: float = 0.1
+    event_model: EventModel
+    alpha: float
+    prior: Prior
+    min_df: int
+    max_vocab: int | None
+    stop_words: frozenset[str]
+    rf_strength: float
+    rf_assumed: float
+    rf_min_dev: float
     rf_max_tokens: int | None = None
-    spam_threshold: float = 0.9
-    ham_threshold: float = 0.1
+    spam_threshold: float
+    ham_threshold: float
 
     def __post_init__(self) -> None:
         if self.event_model not in EVENT_MODELS:
@@ -100,7 +99,7 @@ class Clue:
     """A token that moved the verdict: toward class_, by weight nats of log odds."""
 
     token: str
-    class_: str
+    class_: Annotated[str, Field(serialization_alias="class")]  # `class`, as answers name it
     weight: float
 
 

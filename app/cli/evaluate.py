@@ -11,7 +11,12 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from types import NoneType
+from typing import Any, Literal, get_args, get_origin
+
+from pydantic.fields import FieldInfo
+
+from app.service.model_config import OptionScope, options_of, shown_default
 
 
 def add_evaluate_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,52 +27,7 @@ def add_evaluate_command(commands: argparse._SubParsersAction[argparse.ArgumentP
         "corpus", type=Path, help="a labelled corpus, one JSON message per line (.jsonl[.gz])"
     )
     evaluate.add_argument("--json", action="store_true", help="print the report as JSON")
-    evaluate.add_argument(
-        "--event-model",
-        action="append",
-        dest="event_models",
-        choices=["multinomial", "bernoulli", "robinson-fisher"],
-        help="scorer to measure (repeatable; default: all three)",
-    )
-    evaluate.add_argument(
-        "--alpha",
-        type=float,
-        default=1.0,
-        help="additive smoothing of multinomial and Bernoulli naive Bayes (default 1)",
-    )
-    evaluate.add_argument(
-        "--prior",
-        choices=["mle", "laplace", "uniform"],
-        default="mle",
-        help="class prior: trained share of each class (mle, default), laplace or uniform",
-    )
-    evaluate.add_argument(
-        "--min-df",
-        type=int,
-        default=1,
-        help="ignore tokens seen in fewer trained messages when scoring (default 1)",
-    )
-    evaluate.add_argument(
-        "--max-vocab",
-        type=int,
-        default=None,
-        help="score with only this many tokens, those in most messages (default: all)",
-    )
-    evaluate.add_argument(
-        "--stop-words", default="english", help="english, none, or a comma-separated list"
-    )
-    evaluate.add_argument(
-        "--rf-strength",
-        type=float,
-        default=None,
-        help="Robinson-Fisher strength s (default: the model default)",
-    )
-    evaluate.add_argument(
-        "--rf-assumed", type=float, default=None, help="Robinson-Fisher assumed probability x"
-    )
-    evaluate.add_argument(
-        "--rf-min-dev", type=float, default=None, help="Robinson-Fisher minimum deviation from 0.5"
-    )
+    add_scoring_flags(evaluate)
     evaluate.add_argument(
         "--text-only",
         action="store_true",
@@ -100,6 +60,44 @@ def add_evaluate_command(commands: argparse._SubParsersAction[argparse.ArgumentP
     evaluate.set_defaults(run=run_evaluate)
 
 
+def add_scoring_flags(evaluate: argparse.ArgumentParser) -> None:
+    """One flag per scoring option, from its declaration in ModelConfig."""
+    for name, field in options_of(OptionScope.SCORING).items():
+        flag = "--" + name.replace("_", "-")
+        if name == "event_model":
+            evaluate.add_argument(
+                flag,
+                action="append",
+                dest="event_models",
+                choices=get_args(field.annotation),
+                help="scorer to measure (repeatable; default: all of them)",
+            )
+            continue
+        described = field.description or ""
+        if field.default is not None:  # None is described: "`null`: no limit"
+            described += f" (default {shown_default(field.default)})"
+        evaluate.add_argument(
+            flag, dest=name, default=None, help=described.replace("`", ""), **_parsing(field)
+        )
+
+
+def _parsing(field: FieldInfo) -> dict[str, Any]:
+    """argparse's `type` and `choices` for an option of this type."""
+    if get_origin(field.annotation) is Literal:
+        return {"choices": get_args(field.annotation)}
+    kinds = [kind for kind in get_args(field.annotation) if kind is not NoneType]
+    kind = kinds[0] if kinds else field.annotation
+    if kind in (int, float):
+        return {"type": kind}
+    # stop_words: a list's name, or its words separated by commas
+    names = get_args(kind)
+    return {"type": lambda value: value if value in names else _words(value)}
+
+
+def _words(value: str) -> list[str]:
+    return [word.strip() for word in value.split(",") if word.strip()]
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
@@ -116,22 +114,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if not args.corpus.exists():
         print(f"spamsift evaluate: no such corpus file: {args.corpus}", file=sys.stderr)
         return 3
-    stop_words = (
-        args.stop_words
-        if args.stop_words in ("english", "none")
-        else [word.strip() for word in args.stop_words.split(",") if word.strip()]
-    )
+    # Only the options given on the command line: the rest keep their declared defaults.
     options: dict[str, Any] = {
-        "alpha": args.alpha,
-        "prior": args.prior,
-        "min_df": args.min_df,
-        "max_vocab": args.max_vocab,
-        "stop_words": stop_words,
+        name: getattr(args, name)
+        for name in options_of(OptionScope.SCORING)
+        if name != "event_model" and getattr(args, name) is not None
     }
-    # Only the Robinson-Fisher options given on the command line: the rest keep the defaults.
-    for option in ("rf_strength", "rf_assumed", "rf_min_dev"):
-        if getattr(args, option) is not None:
-            options[option] = getattr(args, option)
     try:
         config = ModelConfig(**options).to_engine()
     except ValidationError as error:

@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 import httpx
 
+from app.cli.answers import answer_json
 from app.cli.targets import (
     API_KEY_VARIABLE,
     CommandError,
@@ -399,18 +400,8 @@ def _backing_as_name(options: dict[str, Any]) -> dict[str, Any]:
 
 def _model_json(info: ModelInfo) -> dict[str, Any]:
     """A model as GET /v1/models/{name} answers it."""
-    return {
-        "name": info.name,
-        "classes": list(info.classes),
-        "config": info.config.model_dump(),
-        "generation": info.generation,
-        "created_at": info.created_at.isoformat(),
-        "messages": info.messages,
-        "trained_messages": info.trained_messages,
-        "backed_by": info.backed_by,
-        "feedback_trains_backing": info.feedback_trains_backing,
-        "backs": list(info.backs),
-    }
+    answer: dict[str, Any] = answer_json(info)
+    return answer
 
 
 class RemoteAdmin:

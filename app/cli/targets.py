@@ -14,19 +14,19 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 import httpx
 
+from app.cli.answers import answer_json
 from app.config import Settings
 from app.errors import InvalidInput, MessageTooLarge, SpamsiftError
 from app.service.messages import Message
 
 if TYPE_CHECKING:  # the local stack (numpy, scipy, SQLAlchemy) loads only when used: a
     # `classify --url` in a mail filter starts in a fraction of the time
-    from app.service.classification import Classification
     from app.service.runtime import Database, Runtime
     from app.service.training import TrainResult
 
@@ -209,7 +209,8 @@ class LocalTarget:
 
         with _local_errors():
             result = classify(self.runtime, model_name=self.model, message=message)
-        return classification_json(result)
+        answer: dict[str, Any] = answer_json(result)
+        return answer
 
     def feedback(self, *, label: str, message_id: str | None, message: Message | None) -> Trained:
         from app.service.training import apply_feedback
@@ -355,19 +356,6 @@ class RemoteTarget:
                 raise Refused(text, code=code)
             raise CommandError(f"{self.url} answered {response.status_code} {code}: {text}")
         raise AssertionError("unreachable")
-
-
-def classification_json(result: Classification) -> dict[str, Any]:
-    """The classification as the API returns it (SPEC §6.1)."""
-    answer = asdict(result)
-    answer["defects"] = list(result.defects)
-    answer["warnings"] = list(result.warnings)
-    if result.clues is not None:
-        answer["clues"] = [
-            {"token": clue.token, "class": clue.class_, "weight": clue.weight}
-            for clue in result.clues
-        ]
-    return answer
 
 
 def _train_result(answer: dict[str, Any]) -> Trained:

@@ -12,16 +12,17 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 from itertools import chain
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
+from pydantic import ConfigDict, Field
 
 from app.bayes.counts import IntArray
-from app.bayes.naive_bayes import EventModel, verdict
+from app.bayes.naive_bayes import Clue, EventModel, verdict
 from app.errors import InvalidConfig, ModelNotFound, NotTrained
 from app.live.blend import read_blend
 from app.live.models import LiveModel, PartialModel
@@ -36,14 +37,12 @@ from app.text.core import CoreChoice, use_core
 
 
 @dataclass(frozen=True)
-class Clue:
-    token: str
-    class_: str
-    weight: float
-
-
-@dataclass(frozen=True)
 class Classification:
+    """A classified message, as the API answers it."""
+
+    # The answer always has every field: OpenAPI says so (required), defaults or not.
+    __pydantic_config__ = ConfigDict(json_schema_serialization_defaults_required=True)
+
     message_id: str
     label: str
     verdict: str
@@ -53,9 +52,21 @@ class Classification:
     event_model: str
     tokens: int
     clues: list[Clue] | None = None
-    defects: tuple[str, ...] = field(default_factory=tuple)
-    warnings: tuple[str, ...] = field(default_factory=tuple)
-    models: tuple[str, ...] = ()  # whose counts scored it: the model, then its backing one
+    defects: tuple[str, ...] = ()
+    warnings: Annotated[
+        tuple[str, ...],
+        Field(
+            description="why the verdict is not to be trusted yet, e.g. a class with fewer "
+            "trained messages than the model's min_learns (the verdict is then `unsure`)"
+        ),
+    ] = ()
+    models: Annotated[
+        tuple[str, ...],
+        Field(
+            description="the models whose counts scored the message: the model, then the "
+            "model backing it (their counts summed)"
+        ),
+    ] = ()
 
 
 def classify(

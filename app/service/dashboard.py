@@ -12,7 +12,14 @@ from app.service.classification import min_learns_of, training_warnings
 from app.service.runtime import Runtime
 from app.service.stats_cache import DatabaseFigures
 from app.store import Connection
-from app.store.activity import last_event_hour, read_activity_hours, sum_activity
+from app.store.activity import (
+    Event,
+    correction_event,
+    last_event_hour,
+    read_activity_hours,
+    sum_activity,
+    verdict_event,
+)
 from app.store.counts import read_class_totals
 from app.store.models import find_model_by_id, names_backed_by
 
@@ -99,7 +106,7 @@ def _read_database_figures(rt: Runtime, live: LiveModel) -> DatabaseFigures:
             )
             for period, span in PERIODS.items()
         }
-        last_trained = last_event_hour(conn, live.id, "trained")
+        last_trained = last_event_hour(conn, live.id, Event.TRAINED)
         return {
             "activity": activity,
             "last_trained_hour": None if last_trained is None else last_trained.isoformat(),
@@ -194,15 +201,20 @@ def _activity(events: dict[str, int], classes: tuple[str, ...]) -> dict[str, Any
     # Any model answers "unsure" below its min_learns; a ham/spam model between its thresholds.
     verdict_labels = classes if "unsure" in classes else (*classes, "unsure")
     summed: dict[str, Any] = {
-        "trained": events.get("trained", 0),
-        "forgotten": events.get("forgotten", 0),
-        "classified": events.get("classified", 0),
-        "corrections": events.get("corrections", 0),
-        "feedback": events.get("feedback", 0),
-        "verdicts": {label: events.get(f"verdict:{label}", 0) for label in verdict_labels},
+        **{
+            event.value: events.get(event, 0)
+            for event in (
+                Event.TRAINED,
+                Event.FORGOTTEN,
+                Event.CLASSIFIED,
+                Event.CORRECTIONS,
+                Event.FEEDBACK,
+            )
+        },
+        "verdicts": {label: events.get(verdict_event(label), 0) for label in verdict_labels},
         # Corrections by the label users gave (counted so since the dashboard page; older
         # corrections are in `corrections` only).
-        "corrected_to": {label: events.get(f"correction:{label}", 0) for label in classes},
+        "corrected_to": {label: events.get(correction_event(label), 0) for label in classes},
     }
     if _is_ham_spam(classes):
         summed["false_positives"] = summed["corrected_to"]["ham"]

@@ -23,7 +23,9 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
+
+from pydantic import Field
 
 from app.errors import Conflict, DatabaseUnavailable, InvalidInput, LastAdminKey, NotFound
 from app.service.models import MODEL_NAME_PATTERN
@@ -55,10 +57,14 @@ DEVELOPMENT_MODE_WARNING = (
 class ApiKey:
     """A key as listed: everything but the secret, which only its creator ever saw."""
 
-    key_id: str
+    key_id: Annotated[
+        str, Field(description="The key's public id; the secret is never shown again")
+    ]
     name: str
     scopes: tuple[str, ...]
-    models: tuple[str, ...] | None  # None: every model
+    models: Annotated[
+        tuple[str, ...] | None, Field(description="The models it may use; null: every model")
+    ]
     created_at: datetime
     revoked_at: datetime | None
 

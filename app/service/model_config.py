@@ -6,9 +6,13 @@ model created before a default changed follows the new default unless it chose o
 
 from __future__ import annotations
 
+import json
+from dataclasses import fields
+from enum import StrEnum
 from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.fields import FieldInfo
 
 from app.bayes.naive_bayes import NaiveBayesConfig
 from app.errors import InvalidConfig
@@ -21,36 +25,150 @@ DEFAULT_EVENT_MODEL: EventModel = "robinson-fisher"
 DEFAULT_CLASSES = ("ham", "spam")
 
 
+class OptionScope(StrEnum):
+    """What an option acts on: `evaluate` measures the scoring options on a corpus."""
+
+    SCORING = "scoring"
+    VERDICT = "verdict"
+    TRAINING = "training"
+    BACKING = "backing"
+
+
+def option(
+    default: Any,
+    *,
+    scope: OptionScope,
+    description: str,
+    gt: float | None = None,
+    ge: float | None = None,
+    lt: float | None = None,
+    le: float | None = None,
+) -> Any:
+    """One model option's declaration: the API schema, the CLI, the docs table and the
+    dashboard's settings form are derived from these fields."""
+    return Field(
+        default=default,
+        description=description,
+        json_schema_extra={"x-scope": scope.value},
+        gt=gt,
+        ge=ge,
+        lt=lt,
+        le=le,
+    )
+
+
 class ModelConfig(BaseModel):
     """The options of one model, each checked with a message naming the field."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    event_model: EventModel = DEFAULT_EVENT_MODEL
-    alpha: float = Field(default=1.0, gt=0, le=1e6)
-    prior: Prior = "mle"
-    min_df: int = Field(default=1, ge=1)
-    max_vocab: int | None = Field(default=None, ge=1)
-    stop_words: Literal["english", "none"] | list[str] = "english"
-    spam_threshold: float = Field(default=0.9, gt=0, le=1)
-    ham_threshold: float = Field(default=0.1, ge=0, lt=1)
+    event_model: EventModel = option(
+        DEFAULT_EVENT_MODEL,
+        scope=OptionScope.SCORING,
+        description="scorer: `robinson-fisher` (bogofilter's chi-square combining, ham/spam "
+        "models only), `multinomial` or `bernoulli` naive Bayes; a classify request may pick "
+        "another",
+    )
+    alpha: float = option(
+        1.0,
+        scope=OptionScope.SCORING,
+        description="additive smoothing of naive Bayes, > 0 (1.0: Laplace)",
+        gt=0,
+        le=1e6,
+    )
+    prior: Prior = option(
+        "mle",
+        scope=OptionScope.SCORING,
+        description="class prior of naive Bayes: `mle` (the trained share of each class), "
+        "`laplace`, or `uniform`",
+    )
+    min_df: int = option(
+        1,
+        scope=OptionScope.SCORING,
+        description="tokens seen in fewer trained messages are ignored when scoring",
+        ge=1,
+    )
+    max_vocab: int | None = option(
+        None,
+        scope=OptionScope.SCORING,
+        description="score with only this many tokens, those in most trained messages "
+        "(`null`: no limit)",
+        ge=1,
+    )
+    stop_words: Literal["english", "none"] | list[str] = option(
+        "english",
+        scope=OptionScope.SCORING,
+        description="words ignored when scoring: `english`, `none`, or a list; changing it "
+        "needs no retraining",
+    )
+    spam_threshold: float = option(
+        0.9,
+        scope=OptionScope.VERDICT,
+        description="ham/spam models: verdict `spam` at spam_probability >= this",
+        gt=0,
+        le=1,
+    )
+    ham_threshold: float = option(
+        0.1,
+        scope=OptionScope.VERDICT,
+        description="ham/spam models: verdict `ham` at spam_probability <= this; between the "
+        "two, `unsure`",
+        ge=0,
+        lt=1,
+    )
     # Robinson-Fisher, chosen by the best worst case over every shared corpus view, batch split
     # and online (`python -m bench.accuracy --limit 2000 --set ...`, docs/accuracy.md): s=0.03,
     # x=0.5, min_dev=0 is at worst 1.63x bogofilter; bogofilter's own s=0.0178, x=0.52,
     # min_dev=0.375 is at worst 13.7x (online 1-ROCA % spamassassin text-only 0.80 -> 1.41,
     # csdmc2010 text-only 0.058 -> 0.198), min_dev=0.1 at worst 1.78-1.85x.
-    rf_strength: float = Field(default=0.03, gt=0, le=1000)
-    rf_assumed: float = Field(default=0.5, gt=0, lt=1)
-    rf_min_dev: float = Field(default=0.0, ge=0, lt=0.5)
-    # Fewest distinct tokens a message needs to be trained; None: SPAMSIFT_MIN_TRAIN_TOKENS.
+    rf_strength: float = option(
+        0.03,
+        scope=OptionScope.SCORING,
+        description="robinson-fisher: pull of a rare token's probability toward rf_assumed (s)",
+        gt=0,
+        le=1000,
+    )
+    rf_assumed: float = option(
+        0.5,
+        scope=OptionScope.SCORING,
+        description="robinson-fisher: spam probability assumed for an unseen token (x)",
+        gt=0,
+        lt=1,
+    )
+    rf_min_dev: float = option(
+        0.0,
+        scope=OptionScope.SCORING,
+        description="robinson-fisher: tokens whose probability is nearer 0.5 than this are ignored",
+        ge=0,
+        lt=0.5,
+    )
     # Per model, because short texts (SMS: 43 % have fewer than 11) need a lower floor than mail.
-    min_train_tokens: int | None = Field(default=None, ge=1, le=10_000)
-    # Fewest trained messages of each class before verdicts are trusted; below it every verdict
-    # is "unsure" with a warning. None: SPAMSIFT_MIN_LEARNS (200, as SpamAssassin and rspamd).
-    min_learns: int | None = Field(default=None, ge=0, le=1_000_000)
-    # A model backed by another: each of its trained messages counts this many times against
-    # the backing model's when their counts are summed (1: summed as they are, DSPAM's merge).
-    personal_weight: int = Field(default=1, ge=1, le=1000)
+    min_train_tokens: int | None = option(
+        None,
+        scope=OptionScope.TRAINING,
+        description="fewest distinct tokens a message needs to be trained (`null`: the "
+        "server's SPAMSIFT_MIN_TRAIN_TOKENS for raw mail, 1 for plain `text`)",
+        ge=1,
+        le=10_000,
+    )
+    # SPAMSIFT_MIN_LEARNS is 200, as SpamAssassin and rspamd.
+    min_learns: int | None = option(
+        None,
+        scope=OptionScope.VERDICT,
+        description="trained messages of each class before verdicts are trusted (below it "
+        "every verdict is `unsure`, with a warning; `null`: the server's SPAMSIFT_MIN_LEARNS)",
+        ge=0,
+        le=1_000_000,
+    )
+    # 1: the two models' counts are summed as they are, DSPAM's merge.
+    personal_weight: int = option(
+        1,
+        scope=OptionScope.BACKING,
+        description="with backed_by: each message trained in this model counts this many "
+        "times against the backing model's when classify sums their counts",
+        ge=1,
+        le=1000,
+    )
 
     @model_validator(mode="after")
     def _thresholds_in_order(self) -> Self:
@@ -62,19 +180,28 @@ class ModelConfig(BaseModel):
         return self
 
     def to_engine(self) -> NaiveBayesConfig:
-        return NaiveBayesConfig(
-            event_model=self.event_model,
-            alpha=self.alpha,
-            prior=self.prior,
-            min_df=self.min_df,
-            max_vocab=self.max_vocab,
-            stop_words=load_stop_words(self.stop_words),
-            rf_strength=self.rf_strength,
-            rf_assumed=self.rf_assumed,
-            rf_min_dev=self.rf_min_dev,
-            spam_threshold=self.spam_threshold,
-            ham_threshold=self.ham_threshold,
-        )
+        """The engine's config: every option of the same name, the stop words loaded."""
+        engine = {field.name for field in fields(NaiveBayesConfig)}
+        options = self.model_dump(include=engine & set(type(self).model_fields))
+        return NaiveBayesConfig(**{**options, "stop_words": load_stop_words(self.stop_words)})
+
+
+def options_of(scope: OptionScope) -> dict[str, FieldInfo]:
+    """The declarations of the options of `scope`, in declaration order."""
+    return {
+        name: field for name, field in ModelConfig.model_fields.items() if scope_of(field) is scope
+    }
+
+
+def scope_of(field: FieldInfo) -> OptionScope:
+    extra = field.json_schema_extra
+    assert isinstance(extra, dict)
+    return OptionScope(str(extra["x-scope"]))
+
+
+def shown_default(value: Any) -> str:
+    """A default as the docs and the CLI show it: `english`, `1.0`, `null`."""
+    return f"`{value}`" if isinstance(value, str) else f"`{json.dumps(value)}`"
 
 
 CONFIG_FIELDS = frozenset(ModelConfig.model_fields)

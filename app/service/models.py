@@ -7,7 +7,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import ConfigDict, Field
 
 from app.errors import (
     InvalidBacking,
@@ -47,6 +49,9 @@ def check_model_name(name: str) -> None:
 
 @dataclass(frozen=True)
 class ModelInfo:
+    # The answer always has every field: OpenAPI says so (required), defaults or not.
+    __pydantic_config__ = ConfigDict(json_schema_serialization_defaults_required=True)
+
     name: str
     classes: tuple[str, ...]
     config: ModelConfig
@@ -54,9 +59,21 @@ class ModelInfo:
     created_at: datetime
     messages: dict[str, int]
     trained_messages: int
-    backed_by: str | None = None  # the model whose counts are merged with this one's
+    backed_by: Annotated[
+        str | None, Field(description="the model whose counts classify sums with this one's")
+    ] = None
     feedback_trains_backing: bool = False
-    backs: tuple[str, ...] = ()  # the models this one backs
+    backs: Annotated[
+        tuple[str, ...],
+        Field(description="the models this one backs (in a model list: not given, empty)"),
+    ] = ()
+    defaults: Annotated[
+        dict[str, Any] | None,
+        Field(
+            description="the value each option takes when not set (the server's own for "
+            "min_learns and min_train_tokens); given when one model is read"
+        ),
+    ] = None
 
 
 # The fields of the backing relation a create or a change may give.

@@ -12,8 +12,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
+from typing import Annotated
 
 import numpy as np
+from pydantic import ConfigDict, Field
 
 from app.bayes.counts import IntArray
 from app.errors import (
@@ -30,7 +32,7 @@ from app.service.messages import Message, PreparedMessage, check_message_id
 from app.service.model_config import parse_config
 from app.service.runtime import Runtime
 from app.store import Connection
-from app.store.activity import add_activity
+from app.store.activity import Event, add_activity, correction_event
 from app.store.counts import read_token_texts
 from app.store.ledger import (
     StoredMessage,
@@ -56,13 +58,22 @@ report_log = logging.getLogger("spamsift.report")
 
 @dataclass(frozen=True)
 class TrainResult:
+    # The answer always has every field: OpenAPI says so (required), defaults or not.
+    __pydantic_config__ = ConfigDict(json_schema_serialization_defaults_required=True)
+
     message_id: str
     label: str
     previous_label: str | None
     changed: bool
     tokens: int
     defects: tuple[str, ...] = ()
-    models: tuple[str, ...] = ()  # the models it was trained in (feedback: maybe the backing)
+    models: Annotated[
+        tuple[str, ...],
+        Field(
+            description="the models trained: the model, and for feedback its backing model "
+            "when the relation and the API key allow"
+        ),
+    ] = ()
 
 
 @dataclass(frozen=True)
@@ -152,7 +163,7 @@ def _write_prepared(
     for index, (message, _) in enumerate(prepared):
         _require_tokens(rt, live, message, f"items[{index}]: " if name_items else "")
     work = [_item_from_prepared(message, class_index) for message, class_index in prepared]
-    return _write(rt, live, work, events={"trained": 0})
+    return _write(rt, live, work, events={Event.TRAINED: 0})
 
 
 def apply_feedback(
@@ -243,14 +254,14 @@ def _apply_feedback(
     else:
         assert message_id is not None
         items, verdict = _items_for_message_id(rt, live, message_id, class_index, backing)
-    events = {"feedback": 1}
+    events: dict[str, int] = {Event.FEEDBACK: 1}
     if backing is None or not live.feedback_trains_backing or not may_train(backing.name):
         result = _write(rt, live, items, events=events, feedback_verdict=verdict)[0]
         return replace(result, models=(live.name,))
     backing_live = rt.models.get(backing.name)
     backing_items = [_as_texts(live, item) for item in items]
     personal_work = _training(live, items, events=events, feedback_verdict=verdict)
-    backing_work = _training(backing_live, backing_items, events={"trained": 0})
+    backing_work = _training(backing_live, backing_items, events={Event.TRAINED: 0})
 
     def work(writes: list[ModelWrite]) -> TrainResult:
         result = personal_work(writes[0])[0]
@@ -307,7 +318,7 @@ def _forget(rt: Runtime, live: LiveModel, message_id: str) -> ForgetResult:
             write.add(message.token_ids, message.token_terms, message.class_index, sign=-1)
         write.store()
         delete_trained(write.conn, live.id, [message.message_key for message in stored])
-        add_activity(write.conn, live.id, hour=_this_hour(), events={"forgotten": len(stored)})
+        add_activity(write.conn, live.id, hour=_this_hour(), events={Event.FORGOTTEN: len(stored)})
         return ForgetResult(
             message_id=message_id,
             forgotten=len(stored),
@@ -394,20 +405,20 @@ def _training(
         for key, class_index in sorted(relabelled.items()):
             relabel_trained(conn, live.id, key, class_index, trained_at=now)
         counted = dict(events)
-        counted["trained"] = counted.get("trained", 0) + sum(r.changed for r in results)
-        if "feedback" in events:
+        counted[Event.TRAINED] = counted.get(Event.TRAINED, 0) + sum(r.changed for r in results)
+        if Event.FEEDBACK in events:
             label = results[0].label
             # A report repeated with the same label (a second click, another copy of the
             # message) changes nothing, and counts nothing: not a second correction.
-            counted["feedback"] = int(any(r.changed for r in results))
+            counted[Event.FEEDBACK] = int(any(r.changed for r in results))
             first = all(r.previous_label is None for r in results)
-            counted["corrections"] = int(
+            counted[Event.CORRECTIONS] = int(
                 any(r.previous_label not in (None, r.label) for r in results)
                 or (first and feedback_verdict not in (None, "unsure", label))
             )
             # By the label users gave: on a ham/spam model a correction to ham is a false
             # positive, one to spam a false negative (the dashboard's two rates).
-            counted[f"correction:{label}"] = counted["corrections"]
+            counted[correction_event(label)] = counted[Event.CORRECTIONS]
         add_activity(conn, live.id, hour=_this_hour(), events=counted)
         return results
 

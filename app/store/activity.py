@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from enum import StrEnum
 
 from sqlalchemy import Connection, func, select
 
@@ -12,12 +13,33 @@ from app.store.models import as_utc
 from app.store.tables import activity
 
 
+class Event(StrEnum):
+    """What the activity counters count, per model and hour. Two are counted per label:
+    `verdict_event` (classified with that verdict) and `correction_event` (feedback that
+    corrected a message to that label)."""
+
+    CLASSIFIED = "classified"
+    TRAINED = "trained"  # trained or relabelled: the training changed the counts
+    FEEDBACK = "feedback"
+    CORRECTIONS = "corrections"  # feedback that changed a label or a verdict
+    FORGOTTEN = "forgotten"
+
+
+def verdict_event(verdict: str) -> str:
+    return f"verdict:{verdict}"
+
+
+def correction_event(label: str) -> str:
+    return f"correction:{label}"
+
+
 def add_activity(
     conn: Connection, model_id: int, *, hour: datetime, events: Mapping[str, int]
 ) -> None:
-    """Add `events` ({"trained": 3, "verdict:spam": 1, …}) to the counters of `hour`."""
+    """Add `events` ({Event.TRAINED: 3, verdict_event("spam"): 1, …}) to the counters of
+    `hour`."""
     rows = [
-        {"model_id": model_id, "hour": hour, "event": event, "count": count}
+        {"model_id": model_id, "hour": hour, "event": str(event), "count": count}
         for event, count in sorted(events.items())
         if count
     ]
@@ -53,7 +75,7 @@ def read_activity_hours(
     return [(as_utc(hour), event, int(count)) for hour, event, count in conn.execute(query)]
 
 
-def last_event_hour(conn: Connection, model_id: int, event: str) -> datetime | None:
+def last_event_hour(conn: Connection, model_id: int, event: Event) -> datetime | None:
     """Return the latest hour with a count of `event`, or None when it never happened."""
     query = select(func.max(activity.c.hour)).where(
         activity.c.model_id == model_id, activity.c.event == event, activity.c.count > 0

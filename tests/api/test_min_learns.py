@@ -54,4 +54,4 @@ def test_min_learns_is_a_model_option_checked_and_documented(floor_client: TestC
     assert "min_learns" in refused.text
     assert created.json()["config"]["min_learns"] == 0
     assert "unsure" in schema["CreateModelRequest"]["properties"]["min_learns"]["description"]
-    assert "min_learns" in schema["ClassifyResponse"]["properties"]["warnings"]["description"]
+    assert "min_learns" in schema["Classification"]["properties"]["warnings"]["description"]

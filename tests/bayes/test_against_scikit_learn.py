@@ -17,7 +17,8 @@ from hypothesis.extra.numpy import arrays
 from sklearn.naive_bayes import BernoulliNB, MultinomialNB
 
 from app.bayes.counts import CountTable
-from app.bayes.naive_bayes import Classifier, NaiveBayesConfig
+from app.bayes.naive_bayes import Classifier
+from tests.bayes.engine_config import engine_config
 from tests.bayes.examples import corpus_messages, non_empty_columns, random_counts, word_counts
 
 ALPHAS = [0.01, 0.5, 1.0, 2.5]
@@ -66,9 +67,7 @@ def test_scores_equal_scikit_learn_on_random_counts(event_model, n_classes, alph
     X, labels = random_counts(seed=seed, n_classes=n_classes)
     classes = [f"class{i}" for i in range(n_classes)]
     table = CountTable.from_matrix(X, labels, classes)
-    classifier = Classifier(
-        table, NaiveBayesConfig(event_model=event_model, alpha=alpha, prior=prior)
-    )
+    classifier = Classifier(table, engine_config(event_model=event_model, alpha=alpha, prior=prior))
     columns = non_empty_columns(X)  # scikit-learn's vocabulary is its columns: V
     theirs = scikit_model(event_model, alpha, prior, labels, n_classes).fit(X[:, columns], labels)
     X_new, _ = random_counts(seed=seed + 100, n_classes=n_classes)
@@ -97,7 +96,7 @@ def test_scores_equal_scikit_learn_on_any_small_matrix(counts, n_classes, alpha,
     if columns.size == 0 or np.bincount(labels, minlength=n_classes).min() == 0:
         return  # scikit-learn needs a feature and every class
     table = CountTable.from_matrix(X, labels, [f"c{i}" for i in range(n_classes)])
-    classifier = Classifier(table, NaiveBayesConfig(event_model=event_model, alpha=alpha))
+    classifier = Classifier(table, engine_config(event_model=event_model, alpha=alpha))
     theirs = scikit_model(event_model, alpha, "mle", labels, n_classes).fit(X[:, columns], labels)
     assert_scores_match(classifier, theirs, X, X[:, columns], event_model)
 
@@ -117,7 +116,7 @@ def test_scores_equal_scikit_learn_on_the_sms_corpus(event_model, alpha):
     for row in np.flatnonzero(train):
         start, end = X.indptr[row], X.indptr[row + 1]
         table.add(int(labels[row]), X.indices[start:end], X.data[start:end])
-    classifier = Classifier(table, NaiveBayesConfig(event_model=event_model, alpha=alpha))
+    classifier = Classifier(table, engine_config(event_model=event_model, alpha=alpha))
     columns = non_empty_columns(X[train])
     theirs = scikit_model(event_model, alpha, "mle", labels[train], 2).fit(
         X[train][:, columns], labels[train]

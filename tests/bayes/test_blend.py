@@ -9,7 +9,8 @@ import pytest
 
 from app.bayes.blend import merge_counts, restrict
 from app.bayes.counts import CountTable
-from app.bayes.naive_bayes import Classifier, NaiveBayesConfig
+from app.bayes.naive_bayes import Classifier
+from tests.bayes.engine_config import engine_config
 
 CLASSES = ("ham", "spam")
 HAM = [["meeting", "lunch", "report"], ["lunch", "family", "photos"], ["report", "budget"]]
@@ -61,7 +62,7 @@ def test_the_merged_table_scores_as_one_model_trained_on_both(event_model: str) 
     personal = trained(labelled(PERSONAL_HAM, PERSONAL_SPAM))
     both = trained(labelled(HAM, SPAM) + labelled(PERSONAL_HAM, PERSONAL_SPAM))
     merged = merge_counts(personal, backing)
-    config = NaiveBayesConfig(event_model=event_model)  # type: ignore[arg-type]
+    config = engine_config(event_model=event_model)
     message = [{"cheap": 1, "crypto": 2, "lunch": 1, "unknown": 1}, {"rope": 1, "report": 1}]
 
     expected = Classifier(both, config).predict_log_proba(both.vectorize(message))
@@ -73,7 +74,7 @@ def test_the_merged_table_scores_as_one_model_trained_on_both(event_model: str) 
 def test_an_empty_personal_table_scores_as_its_backing_table() -> None:
     backing = trained(labelled(HAM, SPAM))
     merged = merge_counts(CountTable(CLASSES), backing)
-    config = NaiveBayesConfig(event_model="multinomial")
+    config = engine_config(event_model="multinomial")
     message = [{"cheap": 1, "lunch": 1}]
 
     np.testing.assert_allclose(
@@ -86,7 +87,7 @@ def test_restricting_to_a_messages_tokens_keeps_robinson_fisher_scores() -> None
     table = trained(labelled(HAM + PERSONAL_HAM, SPAM + PERSONAL_SPAM))
     message = {"cheap": 1, "crypto": 1, "rope": 3, "never-seen": 1}
     part = restrict(table, list(message))
-    config = NaiveBayesConfig(event_model="robinson-fisher")
+    config = engine_config(event_model="robinson-fisher")
 
     assert sorted(part.tokens) == ["cheap", "crypto", "rope"]
     np.testing.assert_allclose(

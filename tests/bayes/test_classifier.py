@@ -9,8 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.bayes.counts import CountTable
-from app.bayes.naive_bayes import Classifier, NaiveBayesConfig, top_tokens, verdict
+from app.bayes.naive_bayes import Classifier, top_tokens, verdict
 from app.bayes.vocabulary import select_vocabulary
+from tests.bayes.engine_config import engine_config
 from tests.bayes.examples import random_counts
 
 EVENT_MODELS = ["multinomial", "bernoulli", "robinson-fisher"]
@@ -59,7 +60,7 @@ def test_max_vocab_keeps_the_most_frequent_and_breaks_ties_by_token_text():
 @pytest.mark.parametrize("event_model", EVENT_MODELS)
 def test_tokens_outside_the_vocabulary_do_not_change_scores(event_model):
     table = small_table()
-    config = NaiveBayesConfig(
+    config = engine_config(
         event_model=event_model, min_df=2, stop_words=frozenset({"the"}), rf_min_dev=0.0
     )
     classifier = Classifier(table, config)
@@ -84,7 +85,7 @@ def test_tokens_outside_the_vocabulary_do_not_change_scores(event_model):
 def test_class_probabilities_sum_to_one(seed, n_classes, event_model, prior):
     X, labels = random_counts(seed=seed, n_classes=n_classes, n_messages=40, n_tokens=30)
     table = CountTable.from_matrix(X, labels, [f"c{i}" for i in range(n_classes)])
-    config = NaiveBayesConfig(event_model=event_model, prior=prior)
+    config = engine_config(event_model=event_model, prior=prior)
     probabilities = Classifier(table, config).predict_proba(X)
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-12)
 
@@ -93,7 +94,7 @@ def test_a_k_class_verdict_is_the_most_probable_class():
     X, labels = random_counts(seed=7, n_classes=4)
     classes = ["news", "work", "family", "shops"]
     table = CountTable.from_matrix(X, labels, classes)
-    config = NaiveBayesConfig()
+    config = engine_config()
     probabilities = Classifier(table, config).predict_proba(X)
     verdicts = [verdict(row, classes, config) for row in probabilities]
     assert verdicts == [classes[i] for i in probabilities.argmax(axis=1)]
@@ -104,7 +105,7 @@ def test_a_k_class_verdict_is_the_most_probable_class():
     [(0.95, "spam"), (0.9, "spam"), (0.89, "unsure"), (0.5, "unsure"), (0.1, "ham"), (0.0, "ham")],
 )
 def test_a_ham_spam_verdict_follows_the_thresholds(spam_probability, expected):
-    config = NaiveBayesConfig(spam_threshold=0.9, ham_threshold=0.1)
+    config = engine_config(spam_threshold=0.9, ham_threshold=0.1)
     probabilities = np.array([spam_probability, 1 - spam_probability])
     assert verdict(probabilities, ["spam", "ham"], config) == expected
 
@@ -112,7 +113,7 @@ def test_a_ham_spam_verdict_follows_the_thresholds(spam_probability, expected):
 @pytest.mark.parametrize("event_model", EVENT_MODELS)
 def test_clues_name_the_tokens_that_moved_the_verdict_strongest_first(event_model):
     table = small_table()
-    classifier = Classifier(table, NaiveBayesConfig(event_model=event_model, rf_min_dev=0.0))
+    classifier = Classifier(table, engine_config(event_model=event_model, rf_min_dev=0.0))
     X = table.vectorize([{"viagra": 1, "meeting": 1, "zebra": 1, "unknown": 1}])
     clues = classifier.explain(X, limit=10)
     assert {clue.token for clue in clues} <= {"viagra", "meeting", "zebra"}
@@ -127,14 +128,14 @@ def test_clues_name_the_tokens_that_moved_the_verdict_strongest_first(event_mode
 def test_clues_of_a_k_class_model_point_to_each_tokens_favourite_class():
     X = scipy.sparse.csr_array(np.array([[5, 0, 0], [0, 5, 0], [0, 0, 5], [1, 1, 1]]))
     table = CountTable.from_matrix(X, [0, 1, 2, 0], ["a", "b", "c"], tokens=["x", "y", "z"])
-    clues = Classifier(table, NaiveBayesConfig()).explain(table.vectorize([{"y": 1, "z": 2}]))
+    clues = Classifier(table, engine_config()).explain(table.vectorize([{"y": 1, "z": 2}]))
     assert [(clue.token, clue.class_) for clue in clues] == [("z", "c"), ("y", "b")]
 
 
 @pytest.mark.parametrize("event_model", EVENT_MODELS)
 def test_top_tokens_rank_each_class_by_log_likelihood_ratio(event_model):
     table = small_table()
-    top = top_tokens(table, NaiveBayesConfig(event_model=event_model), limit=3)
+    top = top_tokens(table, engine_config(event_model=event_model), limit=3)
     assert set(top) == {"ham", "spam"}
     assert top["spam"][0][0] == "viagra"
     assert top["ham"][0][0] == "meeting"
@@ -156,7 +157,7 @@ def test_top_tokens_are_a_full_sort_by_ratio_then_text_cut_to_the_limit(event_mo
     texts = [f"t{rng.integers(0, 10**6)}-{i}" for i in range(n_tokens)]
     labels = ["ham"] * 18 + ["spam"] * 12
     table = CountTable.from_matrix(matrix, labels, ["ham", "spam"], tokens=texts)
-    config = NaiveBayesConfig(event_model=event_model)
+    config = engine_config(event_model=event_model)
     unlimited = top_tokens(table, config, limit=n_tokens)
     top = top_tokens(table, config, limit=limit)
     for label, ranked in unlimited.items():
@@ -185,11 +186,11 @@ def test_top_tokens_are_a_full_sort_by_ratio_then_text_cut_to_the_limit(event_mo
 )
 def test_invalid_config_is_refused_naming_the_field(options, field):
     with pytest.raises(ValueError, match=field):
-        NaiveBayesConfig(**options)
+        engine_config(**options)
 
 
 def test_scoring_an_untrained_model_under_the_mle_prior_is_a_programming_error():
     table = CountTable(["ham", "spam"])
     table.intern(["a"])
     with pytest.raises(ValueError, match="trained"):
-        Classifier(table, NaiveBayesConfig()).predict_proba(table.vectorize([{"a": 1}]))
+        Classifier(table, engine_config()).predict_proba(table.vectorize([{"a": 1}]))

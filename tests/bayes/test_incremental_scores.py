@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from app.bayes.counts import CountTable
-from app.bayes.naive_bayes import Classifier, NaiveBayesConfig
+from app.bayes.naive_bayes import Classifier
+from tests.bayes.engine_config import engine_config
 from tests.bayes.examples import random_counts, rows_of
 
 CONFIGS = {
@@ -46,7 +47,7 @@ def test_scores_after_interleaved_training_equal_a_fresh_classifiers(
     X, labels = random_counts(seed=11, n_messages=150, n_tokens=50)
     first = 40
     table = CountTable.from_matrix(X[:first], labels[:first], ["ham", "spam"])
-    config = NaiveBayesConfig(event_model=event_model, **CONFIGS[config_name])
+    config = engine_config(event_model=event_model, **CONFIGS[config_name])
     classifier = Classifier(table, config)
     probe, _ = random_counts(seed=12, n_messages=30, n_tokens=50)
     assert_same_scores(classifier, probe, event_model)
@@ -68,7 +69,7 @@ def test_scores_after_interleaved_training_equal_a_fresh_classifiers(
 def test_scores_follow_a_database_change_feed_and_new_tokens(event_model, monkeypatch):
     X, labels = random_counts(seed=21, n_messages=80, n_tokens=40)
     table = CountTable.from_matrix(X, labels, ["ham", "spam"])
-    classifier = Classifier(table, NaiveBayesConfig(event_model=event_model, min_df=2))
+    classifier = Classifier(table, engine_config(event_model=event_model, min_df=2))
     probe, _ = random_counts(seed=22, n_messages=20, n_tokens=45)  # 5 columns not yet known
     assert_same_scores(classifier, probe, event_model)
     refuse_rebuilds(classifier, monkeypatch)
@@ -90,7 +91,7 @@ def test_scores_follow_a_database_change_feed_and_new_tokens(event_model, monkey
 def test_a_classifier_far_behind_the_journal_rebuilds():
     X, labels = random_counts(seed=31)
     table = CountTable.from_matrix(X, labels, ["ham", "spam"])
-    classifier = Classifier(table, NaiveBayesConfig())
+    classifier = Classifier(table, engine_config())
     classifier.joint_log_likelihood(X)
     n = 70_000
     table.set_counts(np.arange(n), np.ones(n, np.int64), np.ones(n, np.int64), np.ones(n))
@@ -100,7 +101,7 @@ def test_a_classifier_far_behind_the_journal_rebuilds():
 def test_scoring_accepts_matrices_narrower_or_wider_than_the_table():
     X, labels = random_counts(seed=41, n_tokens=30)
     table = CountTable.from_matrix(X, labels, ["ham", "spam"])
-    classifier = Classifier(table, NaiveBayesConfig())
+    classifier = Classifier(table, engine_config())
     wide = np.hstack([X.toarray(), np.full((X.shape[0], 5), 3)])
     narrow = X.toarray()[:, :20]
     for event_model in ("multinomial", "bernoulli", "robinson-fisher"):

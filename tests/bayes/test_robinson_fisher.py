@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from app.bayes.counts import CountTable
 from app.bayes.naive_bayes import Classifier, NaiveBayesConfig
 from app.bayes.robinson_fisher import log_chi2_cdf, log_chi2_sf
+from tests.bayes.engine_config import engine_config
 from tests.bayes.examples import random_counts, rows_of
 
 RF = "robinson-fisher"
@@ -77,7 +78,7 @@ def trained_table(seed: int) -> tuple[CountTable, np.ndarray]:
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_spam_probability_equals_the_plain_python_formula(options, seed):
     table, _ = trained_table(seed)
-    config = NaiveBayesConfig(event_model=RF, **options)
+    config = engine_config(event_model=RF, **options)
     classifier = Classifier(table, config)
     probe, _ = random_counts(seed=seed + 50, n_messages=25, n_tokens=40, density=0.1)
     ours = classifier.predict_proba(probe)[:, table.class_index("spam")]
@@ -101,7 +102,7 @@ def test_spam_probability_equals_the_plain_python_formula(options, seed):
 @given(seed=st.integers(0, 10_000), min_dev=st.sampled_from([0.0, 0.1, 0.4]))
 def test_spam_probability_is_a_probability_and_the_classes_sum_to_one(seed, min_dev):
     table, _ = trained_table(seed % 50)
-    classifier = Classifier(table, NaiveBayesConfig(event_model=RF, rf_min_dev=min_dev))
+    classifier = Classifier(table, engine_config(event_model=RF, rf_min_dev=min_dev))
     probe, _ = random_counts(seed=seed, n_messages=20, n_tokens=40, density=0.3)
     probabilities = classifier.predict_proba(probe)
     assert ((probabilities >= 0) & (probabilities <= 1)).all()
@@ -113,7 +114,7 @@ def test_balanced_evidence_and_empty_messages_give_one_half():
     table.intern(["cheap", "meeting", "unseen"])
     table.set_counts([0, 0, 1, 1], [1, 0, 1, 0], [3, 1, 1, 3], [3, 1, 1, 3])
     table.set_class_totals([4, 4], [4, 4])
-    classifier = Classifier(table, NaiveBayesConfig(event_model=RF, rf_min_dev=0.0))
+    classifier = Classifier(table, engine_config(event_model=RF, rf_min_dev=0.0))
     X = table.vectorize([{"cheap": 1, "meeting": 2}, {}, {"unseen": 1}, {"unknown": 1}])
     np.testing.assert_allclose(classifier.predict_proba(X), 0.5, rtol=1e-12)
     spammy = classifier.predict_proba(table.vectorize([{"cheap": 1}]))
@@ -133,7 +134,7 @@ def test_ranking_keeps_ordering_where_the_probability_rounds_to_one():
         np.concatenate([spam_docs, 1001 - spam_docs]),
     )
     table.set_class_totals([1001, 1001], [1, 1])
-    classifier = Classifier(table, NaiveBayesConfig(event_model=RF))
+    classifier = Classifier(table, engine_config(event_model=RF))
     messages = [{f"spam{i}": 1 for i in range(k)} for k in (50, 100, 200, 400)]
     messages += [{f"ham{i}": 1 for i in range(k)} for k in (50, 100, 200, 400)]
     X = table.vectorize(messages)
@@ -166,7 +167,7 @@ def test_robinson_fisher_needs_exactly_ham_and_spam():
     X, labels = random_counts(seed=3, n_classes=3)
     table = CountTable.from_matrix(X, labels, ["ham", "spam", "news"])
     with pytest.raises(ValueError, match="ham"):
-        Classifier(table, NaiveBayesConfig(event_model=RF))
-    classifier = Classifier(table, NaiveBayesConfig())
+        Classifier(table, engine_config(event_model=RF))
+    classifier = Classifier(table, engine_config())
     with pytest.raises(ValueError, match="ham"):
         classifier.predict_proba(X, event_model=RF)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from app.bayes.counts import CountTable
-from app.bayes.naive_bayes import Classifier, NaiveBayesConfig
+from app.bayes.naive_bayes import Classifier
 from app.service.corpus import LabelledMessage
 from app.service.evaluation import (
     CLASSES,
@@ -24,10 +24,11 @@ from app.service.evaluation import (
     stream_order,
     tokenize_corpus,
 )
+from app.service.model_config import ModelConfig
 from tests.builders import ham_text, spam_text
 from tests.cli.test_evaluate import SPAMSIFT
 
-CONFIG = NaiveBayesConfig(event_model="robinson-fisher", rf_strength=0.03, rf_min_dev=0.0)
+CONFIG = ModelConfig(event_model="robinson-fisher", stop_words="none").to_engine()
 
 
 def small_corpus(n: int = 40) -> list[LabelledMessage]:

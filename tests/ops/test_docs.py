@@ -1,6 +1,6 @@
 """The README and docs/ stand alone: every link leads to a file of the repository, no text
-cites a document that is not in it, and the model options are described once (the OpenAPI
-descriptions), which docs/configuration.md repeats word for word."""
+cites a document that is not in it, and the model options' table in docs/configuration.md
+repeats their one declaration (ModelConfig: default and description, which /docs shows)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from app.api.schemas import ConfigFields
 from app.config import Settings
+from app.service.model_config import ModelConfig, shown_default
 
 REPO = Path(__file__).resolve().parent.parent.parent
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -33,11 +34,21 @@ def test_no_page_cites_a_document_outside_the_repository(page: Path) -> None:
     assert not re.search(r"\bissue #?\d+", text, re.I), page.name
 
 
-def test_model_options_are_documented_as_openapi_describes_them() -> None:
+def test_the_options_table_is_the_declaration() -> None:
+    configuration = (REPO / "docs" / "configuration.md").read_text()
+    for name, field in ModelConfig.model_fields.items():
+        assert field.description, f"{name} has no description"
+        row = f"| `{name}` | {shown_default(field.default)} | {field.description} |"
+        assert row in configuration, row
+
+
+def test_every_option_a_request_sets_is_in_the_table_as_openapi_describes_it() -> None:
     configuration = (REPO / "docs" / "configuration.md").read_text()
     for name, field in ConfigFields.model_fields.items():
         assert field.description, f"{name} has no description in /docs"
-        assert f"| `{name}` | {field.description} |" in configuration, name
+        assert re.search(
+            rf"^\| `{name}` \| [^|]+ \| {re.escape(field.description)} \|$", configuration, re.M
+        ), name
 
 
 def test_every_setting_is_in_the_configuration_reference() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import asdict, dataclass
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request
@@ -17,28 +17,8 @@ from app.service.keys import MAX_NAME_CHARS, ApiKey, Scope, create_key, list_key
 router = APIRouter(prefix="/v1/keys", tags=["keys"], responses=AUTH_ERRORS)
 
 
-class KeyResponse(BaseModel):
-    key_id: str = Field(description="The key's public id; the secret is never shown again")
-    name: str
-    scopes: list[str]
-    models: list[str] | None = Field(description="The models it may use; null: every model")
-    created_at: datetime
-    revoked_at: datetime | None
-
-    @classmethod
-    def of(cls, key: ApiKey) -> KeyResponse:
-        return cls(
-            key_id=key.key_id,
-            name=key.name,
-            scopes=list(key.scopes),
-            models=None if key.models is None else list(key.models),
-            created_at=key.created_at,
-            revoked_at=key.revoked_at,
-        )
-
-
 class KeyList(BaseModel):
-    keys: list[KeyResponse]
+    keys: list[ApiKey]
 
 
 class CreateKeyRequest(Strict):
@@ -57,26 +37,27 @@ class CreateKeyRequest(Strict):
         return name
 
 
-class CreatedKey(KeyResponse):
-    key: str = Field(description="The secret key: shown this once, stored only hashed")
+@dataclass(frozen=True)
+class CreatedKey(ApiKey):
+    key: Annotated[str, Field(description="The secret key: shown this once, stored only hashed")]
 
 
 class Identity(BaseModel):
     development_mode: bool = Field(description="No key exists: every endpoint is open")
-    key: KeyResponse | None = Field(description="The key of this request; null in development")
+    key: ApiKey | None = Field(description="The key of this request; null in development")
 
 
 @router.get("/me", responses=error_responses(503))
 def whoami(key: Annotated[ApiKey | None, any_key()]) -> Identity:
     """Tell which key this request carries: its scopes and the models it may use. Any valid
     key may ask; the dashboard uses it to show what the key can do."""
-    return Identity(development_mode=key is None, key=None if key is None else KeyResponse.of(key))
+    return Identity(development_mode=key is None, key=key)
 
 
 @router.get("", dependencies=[requires("admin")], responses=error_responses(503))
 def list_all(rt: RuntimeDep) -> KeyList:
     """List every API key, revoked ones too, without their secrets."""
-    return KeyList(keys=[KeyResponse.of(key) for key in list_keys(rt.db)])
+    return KeyList(keys=list_keys(rt.db))
 
 
 async def _create_key_input(request: Request) -> CreateKeyRequest:
@@ -101,7 +82,7 @@ def create(
         rt.db, scopes=body.scopes, models=body.models, name=body.name, over_http=True
     )
     request.app.state.key_guard.invalidate()  # this process knows the new key at once
-    return CreatedKey(key=secret, **KeyResponse.of(key).model_dump())
+    return CreatedKey(**asdict(key), key=secret)
 
 
 @router.delete(
@@ -111,10 +92,10 @@ def revoke(
     key_id: Annotated[str, Path(pattern=r"^x?[0-9a-f]{11,12}$", description="The key's id")],
     rt: RuntimeDep,
     request: Request,
-) -> KeyResponse:
+) -> ApiKey:
     """Revoke a key by its id: refused at once by this server, within a second by others.
     The last admin key for every model is not revoked (409 `last_admin_key`): make another
     first, so that someone can still manage keys."""
     revoked = revoke_key(rt.db, key=key_id, over_http=True)
     request.app.state.key_guard.invalidate()
-    return KeyResponse.of(revoked)
+    return revoked

@@ -19,16 +19,17 @@ from app.api.deps import (
     message_body_openapi,
 )
 from app.api.error_responses import error_responses
-from app.api.schemas import (
-    ClassifyBatchResponse,
-    ClassifyResponse,
-    ForgetResponse,
-    TrainBatchResponse,
-    TrainResponse,
-)
-from app.service.classification import classify, classify_batch
+from app.api.schemas import ClassifyBatchResponse, TrainBatchResponse
+from app.service.classification import Classification, classify, classify_batch
 from app.service.runtime import Runtime
-from app.service.training import apply_feedback, forget, train, train_batch
+from app.service.training import (
+    ForgetResult,
+    TrainResult,
+    apply_feedback,
+    forget,
+    train,
+    train_batch,
+)
 
 router = APIRouter(prefix="/v1/models/{name}", tags=["messages"], responses=AUTH_ERRORS)
 short_forms = APIRouter(tags=["mail servers"], responses=AUTH_ERRORS)
@@ -43,9 +44,9 @@ WRITE_ERRORS = error_responses(404, 413, 415, 422, 503, 507)
 CLASSIFY_ERRORS = error_responses(404, 409, 413, 415, 422, 503)
 
 
-def _train(rt: Runtime, name: str, body: TrainInput) -> TrainResponse:
+def _train(rt: Runtime, name: str, body: TrainInput) -> TrainResult:
     message, label = body
-    return TrainResponse.of(train(rt, model_name=name, message=message, label=label))
+    return train(rt, model_name=name, message=message, label=label)
 
 
 def _record_as(request: Request) -> str | None:
@@ -55,24 +56,22 @@ def _record_as(request: Request) -> str | None:
     return key.key_id if key is not None and key.models is not None else None
 
 
-def _classify(rt: Runtime, name: str, body: ClassifyInput, request: Request) -> ClassifyResponse:
+def _classify(rt: Runtime, name: str, body: ClassifyInput, request: Request) -> Classification:
     if isinstance(body, tuple):
         message, event_model, explain = body
     else:
         message, event_model, explain = body.to_message(), body.event_model, body.explain
-    return ClassifyResponse.of(
-        classify(
-            rt,
-            model_name=name,
-            message=message,
-            event_model=event_model,
-            explain=explain,
-            record_as=_record_as(request),
-        )
+    return classify(
+        rt,
+        model_name=name,
+        message=message,
+        event_model=event_model,
+        explain=explain,
+        record_as=_record_as(request),
     )
 
 
-def _feedback(rt: Runtime, name: str, body: FeedbackInput, request: Request) -> TrainResponse:
+def _feedback(rt: Runtime, name: str, body: FeedbackInput, request: Request) -> TrainResult:
     label, message_id, message = body
     key = request_key(request)
 
@@ -81,15 +80,13 @@ def _feedback(rt: Runtime, name: str, body: FeedbackInput, request: Request) -> 
         also train the model backing it, but a key limited to the personal one may not)."""
         return key is None or (key.allows("train") and key.may_use(model_name))
 
-    return TrainResponse.of(
-        apply_feedback(
-            rt,
-            model_name=name,
-            label=label,
-            message_id=message_id,
-            message=message,
-            may_train=may_train,
-        )
+    return apply_feedback(
+        rt,
+        model_name=name,
+        label=label,
+        message_id=message_id,
+        message=message,
+        may_train=may_train,
     )
 
 
@@ -99,7 +96,7 @@ def _feedback(rt: Runtime, name: str, body: FeedbackInput, request: Request) -> 
     responses=WRITE_ERRORS,
     openapi_extra=message_body_openapi("TrainRequest"),
 )
-def train_message(name: ModelName, body: TrainInput, rt: RuntimeDep) -> TrainResponse:
+def train_message(name: ModelName, body: TrainInput, rt: RuntimeDep) -> TrainResult:
     """Train one message as `label`. Training the same message again changes nothing; a new
     label moves it and reports `previous_label`. A raw message may be posted as
     `message/rfc822` with `?label=`."""
@@ -117,7 +114,7 @@ def train_messages(name: ModelName, body: TrainBatchInput, rt: RuntimeDep) -> Tr
     results = train_batch(
         rt, model_name=name, items=[(item.to_message(), item.label) for item in body.items]
     )
-    return TrainBatchResponse(results=[TrainResponse.of(result) for result in results])
+    return TrainBatchResponse(results=results)
 
 
 @router.post(
@@ -128,7 +125,7 @@ def train_messages(name: ModelName, body: TrainBatchInput, rt: RuntimeDep) -> Tr
 )
 def classify_message(
     name: ModelName, body: ClassifyInput, rt: RuntimeDep, request: Request
-) -> ClassifyResponse:
+) -> Classification:
     """Score one message: verdict (spam / ham / unsure), class probabilities and, with
     `explain`, the tokens that moved the verdict most."""
     return _classify(rt, name, body, request)
@@ -152,7 +149,7 @@ def classify_messages(
         explain=body.explain,
         record_as=_record_as(request),
     )
-    return ClassifyBatchResponse(results=[ClassifyResponse.of(result) for result in results])
+    return ClassifyBatchResponse(results=results)
 
 
 @router.post(
@@ -163,7 +160,7 @@ def classify_messages(
 )
 def give_feedback(
     name: ModelName, body: FeedbackInput, rt: RuntimeDep, request: Request
-) -> TrainResponse:
+) -> TrainResult:
     """ "Mark as spam / not spam". With only a `message_id`, works for messages classified
     within the retention period (or trained before); otherwise send the message too. On a
     model backed by another, trains that model too when its `feedback_trains_backing` is set
@@ -174,9 +171,9 @@ def give_feedback(
 @router.delete(
     "/messages/{message_id:path}", dependencies=TRAIN, responses=error_responses(404, 422, 503, 507)
 )
-def forget_message(name: ModelName, message_id: str, rt: RuntimeDep) -> ForgetResponse:
+def forget_message(name: ModelName, message_id: str, rt: RuntimeDep) -> ForgetResult:
     """Forget a trained message: subtract exactly what training it added."""
-    return ForgetResponse.of(forget(rt, model_name=name, message_id=message_id))
+    return forget(rt, model_name=name, message_id=message_id)
 
 
 @short_forms.post(
@@ -185,7 +182,7 @@ def forget_message(name: ModelName, message_id: str, rt: RuntimeDep) -> ForgetRe
     responses=WRITE_ERRORS,
     openapi_extra=message_body_openapi("TrainRequest"),
 )
-def train_short(body: TrainInput, rt: RuntimeDep, model: ModelQuery = "default") -> TrainResponse:
+def train_short(body: TrainInput, rt: RuntimeDep, model: ModelQuery = "default") -> TrainResult:
     """Train one message in the model `?model=` (default `default`)."""
     return _train(rt, model, body)
 
@@ -198,7 +195,7 @@ def train_short(body: TrainInput, rt: RuntimeDep, model: ModelQuery = "default")
 )
 def classify_short(
     body: ClassifyInput, rt: RuntimeDep, request: Request, model: ModelQuery = "default"
-) -> ClassifyResponse:
+) -> Classification:
     """Classify one message with the model `?model=` (default `default`)."""
     return _classify(rt, model, body, request)
 
@@ -211,6 +208,6 @@ def classify_short(
 )
 def feedback_short(
     body: FeedbackInput, rt: RuntimeDep, request: Request, model: ModelQuery = "default"
-) -> TrainResponse:
+) -> TrainResult:
     """Mark a message as spam or ham in the model `?model=` (default `default`)."""
     return _feedback(rt, model, body, request)

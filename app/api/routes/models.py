@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
@@ -15,12 +16,13 @@ from app.api.deps import (
     json_body_openapi,
 )
 from app.api.error_responses import error_responses
-from app.api.schemas import ModelList, ModelResponse
+from app.api.schemas import ModelList
 from app.errors import NotConfirmed
 from app.service.dashboard import model_stats
 from app.service.model_config import option_defaults
 from app.service.models import (
     MAX_PAGE,
+    ModelInfo,
     create_model,
     delete_model,
     get_model,
@@ -39,7 +41,7 @@ router = APIRouter(
     responses=error_responses(409, 415, 422, 503),
     openapi_extra=json_body_openapi("CreateModelRequest"),
 )
-def create(body: CreateModelInput, rt: RuntimeDep, request: Request) -> ModelResponse:
+def create(body: CreateModelInput, rt: RuntimeDep, request: Request) -> ModelInfo:
     """Create a named filter (one per domain, per user …) with its classes and options.
     `backed_by` names a model this API key may use, else it is refused as a missing one."""
     info = create_model(
@@ -50,7 +52,7 @@ def create(body: CreateModelInput, rt: RuntimeDep, request: Request) -> ModelRes
         relation=body.relation(),
         may_read=may_read(request),
     )
-    return ModelResponse.of(info)
+    return info
 
 
 @router.get("", responses=error_responses(422, 503))
@@ -62,20 +64,19 @@ def list_all(
     """List models by name with their options and message counts, `limit` at a time; pass the
     answer's `next` as `after` for the next page."""
     page = list_models(rt, after=after, limit=limit)
-    return ModelList(models=[ModelResponse.of(info) for info in page.models], next=page.next)
+    return ModelList(models=list(page.models), next=page.next)
 
 
 @router.get("/{name}", responses=error_responses(404, 422, 503))
-def read(name: ModelName, rt: RuntimeDep, request: Request) -> ModelResponse:
+def read(name: ModelName, rt: RuntimeDep, request: Request) -> ModelInfo:
     """Read one model's options, each option's default, and its message counts."""
     info = get_model(rt, name=name, may_read=may_read(request))
-    answer = ModelResponse.of(info)
-    answer.defaults = option_defaults(
+    defaults = option_defaults(
         info.classes,
         min_learns=rt.settings.min_learns,
         min_train_tokens=rt.settings.min_train_tokens,
     )
-    return answer
+    return replace(info, defaults=defaults)
 
 
 @router.patch(
@@ -83,20 +84,16 @@ def read(name: ModelName, rt: RuntimeDep, request: Request) -> ModelResponse:
     responses=error_responses(404, 415, 422, 503),
     openapi_extra=json_body_openapi("UpdateModelRequest"),
 )
-def change(
-    name: ModelName, body: UpdateModelInput, rt: RuntimeDep, request: Request
-) -> ModelResponse:
+def change(name: ModelName, body: UpdateModelInput, rt: RuntimeDep, request: Request) -> ModelInfo:
     """Change options (thresholds, event model, alpha …); `null` resets one to its default.
     Counts are kept: no retraining is needed. `backed_by` sets or (`null`) clears the model
     backing this one: a model this API key may use, else it is refused as a missing one."""
-    return ModelResponse.of(
-        update_model(
-            rt,
-            name=name,
-            changes=body.options(),
-            relation=body.relation(),
-            may_read=may_read(request),
-        )
+    return update_model(
+        rt,
+        name=name,
+        changes=body.options(),
+        relation=body.relation(),
+        may_read=may_read(request),
     )
 
 

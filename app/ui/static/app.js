@@ -748,22 +748,38 @@ async function learn(name, label, fileList, { progress, progressLabel, report })
 
 // --- settings of a model --------------------------------------------------------------------------
 
-const OPTIONS = {
-  event_model: { kind: "choice", choices: ["multinomial", "bernoulli", "robinson-fisher"], hint: "How token counts become a probability." },
-  spam_threshold: { kind: "number", hint: "Spam at or above this probability (ham/spam models)." },
-  ham_threshold: { kind: "number", hint: "Ham at or below this probability; between the two: unsure." },
-  alpha: { kind: "number", hint: "Smoothing, > 0 (1 = Laplace)." },
-  prior: { kind: "choice", choices: ["mle", "laplace", "uniform"] },
-  min_df: { kind: "integer", hint: "Ignore tokens seen in fewer trained messages." },
-  max_vocab: { kind: "integer", nullable: true, hint: "Keep only this many most frequent tokens; empty: all." },
-  stop_words: { kind: "words", hint: "english, none, or words separated by commas." },
-  rf_strength: { kind: "number", hint: "robinson-fisher: strength of the assumed probability." },
-  rf_assumed: { kind: "number", hint: "robinson-fisher: probability assumed for a new token." },
-  rf_min_dev: { kind: "number", hint: "robinson-fisher: ignore tokens this close to 0.5." },
-  min_train_tokens: { kind: "integer", nullable: true, hint: "Refuse to learn messages with fewer distinct tokens; empty: the server's default." },
-  min_learns: { kind: "integer", nullable: true, hint: "Trained messages each class needs before verdicts are trusted (below: unsure); empty: the server's default." },
-  personal_weight: { kind: "integer", hint: "Backed by another model: how many times each of this model's messages counts against the backing model's." },
-};
+// The form for a model's options is built from their one declaration, as /openapi.json
+// describes it (UpdateModelRequest): each option's kind, choices and description.
+let optionSpecs = null;
+
+/** option -> { kind: "choice" | "number" | "integer" | "words", choices, hint }, once a page. */
+function loadOptionSpecs() {
+  optionSpecs ||= get("openapi.json").then((schema) => {
+    const { properties } = schema.components.schemas.UpdateModelRequest;
+    return Object.fromEntries(Object.entries(properties).map(([option, property]) => [option, optionSpec(property)]));
+  }).catch((error) => {
+    optionSpecs = null;
+    throw error;
+  });
+  return optionSpecs;
+}
+
+function optionSpec(property) {
+  const kinds = (property.anyOf || [property]).filter((one) => one.type !== "null");
+  // On the form an empty field is what the API calls null.
+  const words = property.description && property.description.replaceAll("`", "").replace(/\bnull\b/g, "empty");
+  const hint = words ? sentence(words) : null;
+  if (kinds.length > 1) return { kind: "words", hint }; // a list's name, or its words
+  const [only] = kinds;
+  if (only.enum) return { kind: "choice", choices: only.enum, hint };
+  if (only.type === "integer" || only.type === "number") return { kind: only.type, hint };
+  return { kind: "any", hint };
+}
+
+function sentence(text) {
+  const capital = text.charAt(0).toUpperCase() + text.slice(1);
+  return /[.!?]$/.test(capital) ? capital : `${capital}.`;
+}
 
 /** An option's default as the Settings page shows it. */
 function shownDefault(value) {
@@ -791,8 +807,7 @@ function plainError(message) {
   return PLAIN_WORDS.reduce((text, [pattern, words]) => text.replace(pattern, words), message);
 }
 
-function optionControl(option, value) {
-  const spec = OPTIONS[option] || { kind: "any" };
+function optionControl(spec, option, value) {
   if (spec.kind === "choice") {
     return h("select", { name: option }, spec.choices.map((one) => h("option", { value: one, selected: one === value }, one)));
   }
@@ -805,8 +820,7 @@ function optionControl(option, value) {
   return h("input", { type: "text", name: option, value: value === null ? "" : typeof value === "string" ? value : JSON.stringify(value) });
 }
 
-function optionValue(option, control) {
-  const spec = OPTIONS[option] || { kind: "any" };
+function optionValue(spec, control) {
   const raw = control.value.trim();
   if (spec.kind === "choice") return raw;
   if (spec.kind === "number" || spec.kind === "integer") {
@@ -828,15 +842,16 @@ function optionValue(option, control) {
 
 async function renderSettings(argument, view) {
   const name = await chosenModel(argument);
-  const [picker, model] = await Promise.all([modelPicker(name, "settings"), get(modelPath(name))]);
+  const [picker, model, specs] = await Promise.all([modelPicker(name, "settings"), get(modelPath(name)), loadOptionSpecs()]);
   const fields = {};
   const controls = {};
-  const known = Object.keys(OPTIONS).filter((option) => option in model.config);
-  const others = Object.keys(model.config).filter((option) => !(option in OPTIONS));
+  const spec = (option) => specs[option] || { kind: "any" };
+  const known = Object.keys(specs).filter((option) => option in model.config);
+  const others = Object.keys(model.config).filter((option) => !(option in specs));
   const defaults = model.defaults || {};
   for (const option of [...known, ...others]) {
-    controls[option] = optionControl(option, model.config[option]);
-    const hint = [(OPTIONS[option] || {}).hint, option in defaults ? `Default: ${shownDefault(defaults[option])}.` : null];
+    controls[option] = optionControl(spec(option), option, model.config[option]);
+    const hint = [spec(option).hint, option in defaults ? `Default: ${shownDefault(defaults[option])}.` : null];
     fields[option] = field(option, controls[option], { hint: hint.filter(Boolean).join(" ") });
   }
   const outcome = h("p", { class: "outcome", role: "status" });
@@ -853,7 +868,7 @@ async function renderSettings(argument, view) {
           outcome.textContent = "";
           const changes = {};
           for (const [option, control] of Object.entries(controls)) {
-            const value = optionValue(option, control);
+            const value = optionValue(spec(option), control);
             if (JSON.stringify(value) !== JSON.stringify(model.config[option])) changes[option] = value;
           }
           if (!Object.keys(changes).length) {
