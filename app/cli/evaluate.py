@@ -13,6 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from app.bayes.scorers import EVENT_MODELS
+
 
 def add_evaluate_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     evaluate = commands.add_parser(
@@ -26,7 +28,7 @@ def add_evaluate_command(commands: argparse._SubParsersAction[argparse.ArgumentP
         "--event-model",
         action="append",
         dest="event_models",
-        choices=["multinomial", "bernoulli", "robinson-fisher"],
+        choices=EVENT_MODELS,
         help="scorer to measure (repeatable; default: all three)",
     )
     evaluate.add_argument(
@@ -105,12 +107,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
     from app.cli.corpora import read_jsonl
     from app.cli.report import print_evaluation, print_online_evaluation
-    from app.service.evaluation import (
-        EVENT_MODELS,
-        evaluate,
-        evaluate_online,
-        tokenize_corpus,
-    )
+    from app.service.evaluation import evaluate, evaluate_online, tokenize_corpus
     from app.service.model_config import ModelConfig
 
     if not args.corpus.exists():

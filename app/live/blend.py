@@ -34,14 +34,9 @@ from app.bayes.blend import (
     rows_of,
 )
 from app.bayes.counts import IntArray
-from app.bayes.naive_bayes import Classifier, NaiveBayesConfig, VocabularyTotals
-from app.live.models import (
-    LiveModel,
-    LiveModels,
-    PartialModel,
-    needs_vocabulary_totals,
-    scores_from_message_rows,
-)
+from app.bayes.naive_bayes import Classifier, NaiveBayesConfig, reads
+from app.bayes.scorers import Reads, VocabularyTotals
+from app.live.models import LiveModel, LiveModels, PartialModel
 from app.store.models import ModelRow
 
 
@@ -106,9 +101,10 @@ def read_blend(
     # per generation pair (multinomial, Bernoulli); a max_vocab cut ranks every token, so
     # both whole tables are merged.
     totals = None
-    if scores_from_message_rows(config, event_model):
+    needs = reads(config, event_model)
+    if needs is not Reads.WHOLE_TABLE:
         distinct = list(dict.fromkeys(texts()))
-        if needs_vocabulary_totals(config, event_model):
+        if needs is Reads.ROWS_AND_TOTALS:
             first, second, totals = _held_rows_and_totals(
                 models, source.name, backing.name, distinct, config, personal_weight
             )

@@ -32,12 +32,8 @@ from numpy.typing import NDArray
 from sqlalchemy import Connection
 
 from app.bayes.counts import CountTable, IntArray
-from app.bayes.naive_bayes import (
-    Classifier,
-    NaiveBayesConfig,
-    VocabularyTotals,
-    vocabulary_totals,
-)
+from app.bayes.naive_bayes import Classifier, NaiveBayesConfig, reads, vocabulary_totals
+from app.bayes.scorers import Reads, VocabularyTotals
 from app.errors import DatabaseUnavailable, ModelNotFound
 from app.store.counts import (
     CountChanges,
@@ -242,19 +238,6 @@ class PartialModel:
     token_ids: IntArray
 
 
-# What a model not held can be scored from. Robinson-Fisher: each message's own token rows
-# and the class message counts (a token's probability is its own counts against them).
-# Multinomial and Bernoulli: the same, plus sums over the whole vocabulary (|V|, T_c and the
-# absent-token sum), read once per generation of the model and kept (`VocabularyTotals`).
-# A max_vocab cut ranks every token: such a model is loaded.
-def scores_from_message_rows(config: NaiveBayesConfig, event_model: str | None) -> bool:
-    return config.max_vocab is None
-
-
-def needs_vocabulary_totals(config: NaiveBayesConfig, event_model: str | None) -> bool:
-    return (event_model or config.event_model) != "robinson-fisher"
-
-
 # Fresh loads a write may take while token expiry goes on (each chunk of it moves the epoch).
 STALE_RETRIES = 20
 
@@ -383,15 +366,16 @@ class LiveModels:
         """Read only what scoring `texts` needs of model `name` (one this process does not
         hold), in one read transaction: its row, the texts' token rows and class totals (and
         V's sums where the scorer needs them, see `_vocabulary_totals`). None when its scorer
-        needs the whole model (see `scores_from_message_rows`); ModelNotFound if none."""
+        needs the whole model (`naive_bayes.reads`); ModelNotFound if none."""
         totals = None
         with self.db.transaction(write=False) as conn:
             row = find_model(conn, name)
             config = self.config_of(row)
-            if not scores_from_message_rows(config, event_model):
+            needs = reads(config, event_model)
+            if needs is Reads.WHOLE_TABLE:
                 return None
             counts = read_message_counts(conn, row.id, texts, n_classes=len(row.classes))
-            if needs_vocabulary_totals(config, event_model):
+            if needs is Reads.ROWS_AND_TOTALS:
                 totals = self._vocabulary_totals(conn, row, config, counts)
         table = CountTable(row.classes)
         table.place(np.arange(counts.token_ids.size, dtype=np.int64), counts.token_texts)

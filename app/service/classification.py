@@ -22,7 +22,8 @@ import numpy as np
 from sqlalchemy import Connection
 
 from app.bayes.counts import IntArray
-from app.bayes.naive_bayes import EventModel, verdict
+from app.bayes.naive_bayes import verdict
+from app.bayes.scorers import EventModel, scorer
 from app.errors import InvalidConfig, ModelNotFound, NotTrained
 from app.live.blend import read_blend
 from app.live.models import LiveModel, PartialModel
@@ -287,8 +288,9 @@ def _score(
     the table's (a weighted blend counts each message once there). `models`: the names the
     results give as scoring them."""
     chosen = event_model or live.config.event_model
-    if chosen == "robinson-fisher" and set(live.classes) != {"ham", "spam"}:
-        raise InvalidConfig("event_model", "robinson-fisher needs exactly the classes ham and spam")
+    unfit = scorer(chosen).unfit_reason(live.classes)
+    if unfit is not None:
+        raise InvalidConfig("event_model", unfit)
     now = datetime.now(UTC)
     with live.lock:
         untrained = [

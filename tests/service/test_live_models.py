@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
-from app.bayes.naive_bayes import EventModel
+from app.bayes.scorers import EventModel
 from app.config import Settings
 from app.errors import DatabaseUnavailable
 from app.live.models import LiveModel
