@@ -7,7 +7,7 @@ The merge itself is pure (`app.bayes.blend`); this room gathers what it merges:
   process does not hold (as a cold model is classified alone), so neither needs loading;
 - multinomial and Bernoulli also read sums over the merged vocabulary (|V|, T_c, the
   absent-token sum): both models are held, and those sums are computed once per pair of the
-  models' generations and kept (`LiveModels.kept_blend_totals`), so a message costs its own
+  models' generations and kept (`KeptTotals.kept_blend`), so a message costs its own
   rows, not the tables' size (a per-request event model on a big backing model cost 460
   times a classification when the whole tables were merged for each message);
 - only a max_vocab cut, which ranks every token, merges both whole tables per request.
@@ -36,7 +36,9 @@ from app.bayes.blend import (
 from app.bayes.counts import IntArray
 from app.bayes.naive_bayes import Classifier, NaiveBayesConfig, reads
 from app.bayes.scorers import Reads, VocabularyTotals
-from app.live.models import LiveModel, LiveModels, PartialModel
+from app.live.cold import PartialModel
+from app.live.held import LiveModel
+from app.live.models import LiveModels
 from app.store.models import ModelRow
 
 
@@ -171,13 +173,13 @@ def _held_rows_and_totals(
         config.min_df,
         config.stop_words,
     )
-    totals = models.kept_blend_totals(key)
+    totals = models.totals.kept_blend(key)
     if totals is not None:
         return read[0][1], read[1][1], totals
     # One sum at a time per process: clients sending at once at a new generation would
     # otherwise each merge both tables (40 at once kept the server busy for minutes).
-    with models.blend_totals_lock:
-        totals = models.kept_blend_totals(key)
+    with models.totals.blend_lock:
+        totals = models.totals.kept_blend(key)
         if totals is not None:
             return read[0][1], read[1][1], totals
         copies = []
@@ -188,7 +190,7 @@ def _held_rows_and_totals(
             read[index] = (generation, _part_rows(live, rows_of(copies[index], texts)))
         key = (read[0][0], read[1][0], *key[2:])
         totals = merged_vocabulary_totals(copies[0], copies[1], config, base_weight=personal_weight)
-        models.keep_blend_totals(key, totals)
+        models.totals.keep_blend(key, totals)
     return read[0][1], read[1][1], totals
 
 

@@ -24,7 +24,8 @@ from sqlalchemy import Connection
 
 from app.bayes.counts import IntArray
 from app.errors import TooManyNewTokens
-from app.live.models import LiveModel, LiveModels
+from app.live.held import LiveModel
+from app.live.models import LiveModels
 from app.store.counts import (
     CountDelta,
     add_class_totals,

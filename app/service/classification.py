@@ -26,7 +26,8 @@ from app.bayes.naive_bayes import verdict
 from app.bayes.scorers import EventModel, scorer
 from app.errors import InvalidConfig, ModelNotFound, NotTrained
 from app.live.blend import read_blend
-from app.live.models import LiveModel, PartialModel
+from app.live.cold import PartialModel
+from app.live.held import LiveModel
 from app.service.messages import Message, PreparedMessage, prepare
 from app.service.model_config import parse_config
 from app.service.runtime import Runtime, with_time_budget

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from sqlalchemy import Connection
 
 from app.errors import DatabaseUnavailable, ModelNotFound, StorageFull
-from app.live.models import LiveModel
+from app.live.held import LiveModel
 from app.service.classification import min_learns_of, training_warnings
 from app.service.runtime import Runtime
 from app.service.stats_cache import DatabaseFigures

@@ -32,7 +32,7 @@ import numpy as np
 from sqlalchemy import Connection
 
 from app.errors import InvalidInput
-from app.live.models import LiveModel
+from app.live.held import LiveModel
 from app.live.records import PRUNE_CHUNK_ROWS
 from app.live.write import ModelWrite, write_model
 from app.service.runtime import Runtime

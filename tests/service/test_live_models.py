@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from app.bayes.scorers import EventModel
 from app.config import Settings
 from app.errors import DatabaseUnavailable
-from app.live.models import LiveModel
+from app.live.held import LiveModel
 from app.live.records import ClassificationLog
 from app.service.bogofilter import import_bogofilter, read_wordlist
 from app.service.classification import classify
