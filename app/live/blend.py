@@ -14,14 +14,13 @@ The merge itself is pure (`app.bayes.blend`); this room gathers what it merges:
 
 Only the first way reads the messages' texts; the merged model, either way, scores them by
 their hashes. The merged model scores with the personal model's options (thresholds, event
-model, floor of trained messages); `ids_in` maps its tokens back to each model's own ids, so
+model, floor of trained messages); the view maps its tokens back to each model's own ids, so
 the classification record kept for feedback by message_id names tokens each model knows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,48 +32,13 @@ from app.bayes.blend import (
     merged_vocabulary_totals,
     rows_of,
 )
-from app.bayes.counts import IntArray
 from app.bayes.naive_bayes import Classifier, NaiveBayesConfig, reads
 from app.bayes.scorers import Reads, VocabularyTotals
 from app.live.cold import PartialModel
 from app.live.held import LiveModel
 from app.live.models import LiveModels
+from app.live.view import Part, ScoringView
 from app.store.models import ModelRow
-
-
-@dataclass(frozen=True)
-class Part:
-    """A model that went into a blend, and its trained messages per class."""
-
-    model_id: int
-    name: str
-    class_docs: IntArray
-
-
-@dataclass(frozen=True)
-class Blend:
-    """The merged model to score with, the models that went into it (personal first), and for
-    each the model's own id of each merged token (-1: a token it does not know)."""
-
-    live: LiveModel
-    parts: tuple[Part, ...]
-    id_maps: tuple[IntArray, ...]
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(part.name for part in self.parts)
-
-    def messages(self) -> list[int]:
-        """Trained messages per class of both models, each counted once (not weighted)."""
-        total = np.zeros(len(self.live.classes), dtype=np.int64)
-        for part in self.parts:
-            total += part.class_docs
-        result: list[int] = total.tolist()
-        return result
-
-    def ids_in(self, index: int, merged_ids: IntArray) -> IntArray:
-        """The ids model `parts[index]` gives the merged table's tokens `merged_ids`."""
-        return self.id_maps[index][merged_ids]
 
 
 def read_blend(
@@ -85,7 +49,7 @@ def read_blend(
     *,
     event_model: str | None,
     personal_weight: int = 1,
-) -> Blend:
+) -> ScoringView:
     """Merge `personal`'s counts (times `personal_weight`) with `backing`'s for scoring
     messages made of `texts()` (called only when the blend reads rows by text: a merge of
     whole tables needs no text of the messages, which are scored by hash).
@@ -149,7 +113,7 @@ def read_blend(
         epoch=source.epoch,
         backed_by=backing.id,
     )
-    return Blend(live=live, parts=parts, id_maps=id_maps)
+    return ScoringView(live=live, parts=parts, id_maps=id_maps)
 
 
 def _held_rows_and_totals(
