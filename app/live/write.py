@@ -3,14 +3,15 @@
 Train, batch, feedback, forget, a bogofilter import and token expiry all go through
 `ModelWrite`, inside the caller's one transaction:
 
-1. (`ModelWrite.begin`) take the model's row lock and bump its generation (writers of one model queue there, so
+1. take the model's row lock and bump its generation (writers of one model queue there, so
    generations commit in order and a change feed read by generation misses nothing);
-2. catch this process's copy up to the generation before, so its token ids are exact;
+2. catch this process's copy up to the generation before, so its token ids are exact
+   (1 and 2: `ModelWrite.begin`);
 3. give new token texts ids (allocated under the lock) and store them;
 4. gather count changes (`add`), and store them as one sorted delta plus class totals;
 
-then, after the commit (`write_model` and its siblings share one runner), apply the same changes to the live copy in place, or
-read the change feed when another write came in between.
+then, after the commit (`write_model` and its siblings share one runner), apply the same
+changes to the live copy in place, or read the change feed when another write came in between.
 """
 
 from __future__ import annotations

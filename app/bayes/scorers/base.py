@@ -8,6 +8,7 @@ the vocabulary V and the class priors are shared and stay with the `Classifier`.
 
 from __future__ import annotations
 
+import abc
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -122,50 +123,56 @@ class Cache(Protocol):
         ...
 
 
-class Scoring(Protocol):
-    """One scorer bound to one classifier: its caches, and the scores made with them.
+class Scoring(abc.ABC):
+    """One scorer bound to one classifier (`model`): its caches, and the scores made with them.
+    By default the tokens that take part are the message's tokens of V.
 
     X is a term-count CSR matrix (n_messages, n_tokens). The caller holds the classifier's lock.
     """
 
+    def __init__(self, model: Model) -> None:
+        self.model = model
+
     def warm(self) -> None:
         """Build the caches now (else the first score builds them)."""
-        ...
+        self.model.vocabulary()
 
+    @abc.abstractmethod
     def joint_log_likelihood(self, X: scipy.sparse.csr_array) -> FloatArray: ...
 
     def assess(self, X: scipy.sparse.csr_array) -> tuple[FloatArray, IntArray]:
         """joint_log_likelihood and tokens_used, sharing the work they have in common."""
-        ...
+        return self.joint_log_likelihood(X), self.tokens_used(X)
 
     def tokens_used(self, X: scipy.sparse.csr_array) -> IntArray:
         """Per message, how many distinct tokens took part."""
-        ...
+        return self.model.vocabulary_tokens(X)
 
+    @abc.abstractmethod
     def contributions(self, x_row: scipy.sparse.csr_array) -> tuple[IntArray, IntArray, FloatArray]:
         """For one message's tokens that took part: (token id, the class it speaks for, by how
         much), for `Classifier.explain`."""
-        ...
 
 
-class Scorer(Protocol):
-    """An event model: its name, what it reads, which classes it serves, how it scores."""
+class Scorer(abc.ABC):
+    """An event model: its name, what it reads, which classes it serves, how it scores. By
+    default it serves any classes and its joint scores are normalised by log-sum-exp."""
 
-    @property
-    def name(self) -> str: ...
-    @property
-    def reads(self) -> Reads: ...
+    name: str
+    reads: Reads
 
     def unfit_reason(self, classes: Sequence[str]) -> str | None:
         """Why it cannot score a model of `classes`, or None if it can."""
-        ...
+        return None
 
+    @abc.abstractmethod
     def bind(self, model: Model) -> Scoring: ...
 
     def log_posterior(self, scores: FloatArray) -> FloatArray:
         """log P(c | x) from its joint scores."""
-        ...
+        return normalised(scores)
 
+    @abc.abstractmethod
     def token_ratios(
         self,
         token_docs: CountArray,
@@ -178,7 +185,6 @@ class Scorer(Protocol):
         """Per class and token of `token_ids` (the ids of V), the log-likelihood ratio of the
         token for the class against the other classes pooled, shape (n_classes, n): what
         `top_tokens` ranks."""
-        ...
 
 
 # --------------------------------------------------------------------- helpers

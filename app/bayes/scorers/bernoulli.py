@@ -21,11 +21,12 @@ from app.bayes.scorers.base import (
     Model,
     Options,
     Reads,
+    Scorer,
+    Scoring,
     VocabularyTotals,
     columns,
     grown,
     margins,
-    normalised,
 )
 
 Counts = NDArray[np.signedinteger[Any]] | FloatArray
@@ -126,9 +127,9 @@ class _Cache:
         self.absent_numerator[class_index] = log_absent(class_docs, docs, self.alpha).sum()
 
 
-class _Scoring:
+class _Scoring(Scoring):
     def __init__(self, model: Model) -> None:
-        self.model = model
+        super().__init__(model)
         self.cache = _Cache(len(model.table.classes), model.options.alpha)
 
     def warm(self) -> None:
@@ -146,12 +147,6 @@ class _Scoring:
         scores: FloatArray = product + cache.absent + self.model.log_prior()
         return scores
 
-    def assess(self, X: scipy.sparse.csr_array) -> tuple[FloatArray, IntArray]:
-        return self.joint_log_likelihood(X), self.tokens_used(X)
-
-    def tokens_used(self, X: scipy.sparse.csr_array) -> IntArray:
-        return self.model.vocabulary_tokens(X)
-
     def contributions(self, x_row: scipy.sparse.csr_array) -> tuple[IntArray, IntArray, FloatArray]:
         self.model.refresh(self.cache)
         present = columns(x_row, self.model.table.n_tokens)
@@ -162,18 +157,12 @@ class _Scoring:
         return token_ids, favoured, strength
 
 
-class Bernoulli:
+class Bernoulli(Scorer):
     name = "bernoulli"
     reads = Reads.ROWS_AND_TOTALS
 
-    def unfit_reason(self, classes: Sequence[str]) -> str | None:
-        return None
-
     def bind(self, model: Model) -> _Scoring:
         return _Scoring(model)
-
-    def log_posterior(self, scores: FloatArray) -> FloatArray:
-        return normalised(scores)
 
     def token_ratios(
         self,

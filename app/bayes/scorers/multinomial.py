@@ -17,11 +17,12 @@ from app.bayes.scorers.base import (
     Model,
     Options,
     Reads,
+    Scorer,
+    Scoring,
     VocabularyTotals,
     columns,
     grown,
     margins,
-    normalised,
 )
 
 
@@ -98,9 +99,9 @@ class _Cache:
             self.log_denominator = log_denominator(self.vocab_terms, self.vocab_size, self.alpha)
 
 
-class _Scoring:
+class _Scoring(Scoring):
     def __init__(self, model: Model) -> None:
-        self.model = model
+        super().__init__(model)
         self.cache = _Cache(len(model.table.classes), model.options.alpha)
 
     def warm(self) -> None:
@@ -120,12 +121,6 @@ class _Scoring:
         )
         return scores
 
-    def assess(self, X: scipy.sparse.csr_array) -> tuple[FloatArray, IntArray]:
-        return self.joint_log_likelihood(X), self.tokens_used(X)
-
-    def tokens_used(self, X: scipy.sparse.csr_array) -> IntArray:
-        return self.model.vocabulary_tokens(X)
-
     def contributions(self, x_row: scipy.sparse.csr_array) -> tuple[IntArray, IntArray, FloatArray]:
         self.model.refresh(self.cache)
         cache = self.cache
@@ -140,18 +135,12 @@ class _Scoring:
         return token_ids, favoured, strength
 
 
-class Multinomial:
+class Multinomial(Scorer):
     name = "multinomial"
     reads = Reads.ROWS_AND_TOTALS
 
-    def unfit_reason(self, classes: Sequence[str]) -> str | None:
-        return None
-
     def bind(self, model: Model) -> _Scoring:
         return _Scoring(model)
-
-    def log_posterior(self, scores: FloatArray) -> FloatArray:
-        return normalised(scores)
 
     def token_ratios(
         self,

@@ -31,7 +31,7 @@ import scipy.sparse
 from scipy import special
 
 from app.bayes.counts import CountArray, FloatArray, IntArray
-from app.bayes.scorers.base import SPAM_CLASSES, Model, Options, Reads, columns
+from app.bayes.scorers.base import SPAM_CLASSES, Model, Options, Reads, Scorer, Scoring, columns
 
 # Below this a tail probability is taken from its closed form in log space instead.
 _TINY = 1e-280
@@ -131,15 +131,9 @@ def log_chi2_cdf(x: FloatArray, m: FloatArray) -> FloatArray:
     return out
 
 
-class _Scoring:
+class _Scoring(Scoring):
     """No cache: f(w) depends on N_spam and N_ham for every token, so it is computed for the
     tokens present in X only, O(nnz)."""
-
-    def __init__(self, model: Model) -> None:
-        self.model = model
-
-    def warm(self) -> None:
-        self.model.vocabulary()
 
     def joint_log_likelihood(self, X: scipy.sparse.csr_array) -> FloatArray:
         return self.assess(X)[0]
@@ -224,7 +218,7 @@ def _probabilities(
     )
 
 
-class RobinsonFisher:
+class RobinsonFisher(Scorer):
     name = "robinson-fisher"
     reads = Reads.MESSAGE_ROWS  # a token's probability is its own counts against N_c
 
