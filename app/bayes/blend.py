@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.bayes.counts import CountArray, CountTable, IntArray
-from app.bayes.naive_bayes import NaiveBayesConfig, VocabularyTotals, vocabulary_totals
+from app.bayes.naive_bayes import NaiveBayesConfig, vocabulary_totals
+from app.bayes.scorers.base import VocabularyTotals
 
 
 def merge_counts(base: CountTable, extra: CountTable, *, base_weight: int = 1) -> CountTable:

@@ -101,14 +101,10 @@ def _words(value: str) -> list[str]:
 def run_evaluate(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
+    from app.bayes.scorers import EVENT_MODELS
     from app.cli.corpora import read_jsonl
     from app.cli.report import print_evaluation, print_online_evaluation
-    from app.service.evaluation import (
-        EVENT_MODELS,
-        evaluate,
-        evaluate_online,
-        tokenize_corpus,
-    )
+    from app.service.evaluation import evaluate, evaluate_online, tokenize_corpus
     from app.service.model_config import ModelConfig
 
     if not args.corpus.exists():

@@ -1,7 +1,10 @@
 """What one process holds between requests, and the one way to change a model.
 
-- `models`: the live models (count arrays the engine scores with), kept in step with the
-  database by generation;
+- `models`: the models a process holds, within a memory budget (LRU), loaded on use or in
+  the background; `held`: one held model (count arrays the engine scores with), kept in step
+  with the database by generation; `cold`: models not held, scored from their messages' rows;
+  `memory`: how the process's allocator gives freed model memory back;
+- `blend`: a personal model and its backing model merged for one classification;
 - `write`: `ModelWrite`, the only way any use case changes a model's counts;
 - `records`: the classification records and activity counters buffered for the background
   writer.

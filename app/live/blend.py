@@ -7,21 +7,20 @@ The merge itself is pure (`app.bayes.blend`); this room gathers what it merges:
   process does not hold (as a cold model is classified alone), so neither needs loading;
 - multinomial and Bernoulli also read sums over the merged vocabulary (|V|, T_c, the
   absent-token sum): both models are held, and those sums are computed once per pair of the
-  models' generations and kept (`LiveModels.kept_blend_totals`), so a message costs its own
+  models' generations and kept (`KeptTotals.kept_blend`), so a message costs its own
   rows, not the tables' size (a per-request event model on a big backing model cost 460
   times a classification when the whole tables were merged for each message);
 - only a max_vocab cut, which ranks every token, merges both whole tables per request.
 
 Only the first way reads the messages' texts; the merged model, either way, scores them by
 their hashes. The merged model scores with the personal model's options (thresholds, event
-model, floor of trained messages); `ids_in` maps its tokens back to each model's own ids, so
+model, floor of trained messages); the view maps its tokens back to each model's own ids, so
 the classification record kept for feedback by message_id names tokens each model knows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,51 +32,13 @@ from app.bayes.blend import (
     merged_vocabulary_totals,
     rows_of,
 )
-from app.bayes.counts import IntArray
-from app.bayes.naive_bayes import Classifier, NaiveBayesConfig, VocabularyTotals
-from app.live.models import (
-    LiveModel,
-    LiveModels,
-    PartialModel,
-    needs_vocabulary_totals,
-    scores_from_message_rows,
-)
+from app.bayes.naive_bayes import Classifier, NaiveBayesConfig, reads
+from app.bayes.scorers import Reads, VocabularyTotals
+from app.live.cold import PartialModel
+from app.live.held import LiveModel
+from app.live.models import LiveModels
+from app.live.view import Part, ScoringView
 from app.store.models import ModelRow
-
-
-@dataclass(frozen=True)
-class Part:
-    """A model that went into a blend, and its trained messages per class."""
-
-    model_id: int
-    name: str
-    class_docs: IntArray
-
-
-@dataclass(frozen=True)
-class Blend:
-    """The merged model to score with, the models that went into it (personal first), and for
-    each the model's own id of each merged token (-1: a token it does not know)."""
-
-    live: LiveModel
-    parts: tuple[Part, ...]
-    id_maps: tuple[IntArray, ...]
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(part.name for part in self.parts)
-
-    def messages(self) -> list[int]:
-        """Trained messages per class of both models, each counted once (not weighted)."""
-        total = np.zeros(len(self.live.classes), dtype=np.int64)
-        for part in self.parts:
-            total += part.class_docs
-        result: list[int] = total.tolist()
-        return result
-
-    def ids_in(self, index: int, merged_ids: IntArray) -> IntArray:
-        """The ids model `parts[index]` gives the merged table's tokens `merged_ids`."""
-        return self.id_maps[index][merged_ids]
 
 
 def read_blend(
@@ -88,7 +49,7 @@ def read_blend(
     *,
     event_model: str | None,
     personal_weight: int = 1,
-) -> Blend:
+) -> ScoringView:
     """Merge `personal`'s counts (times `personal_weight`) with `backing`'s for scoring
     messages made of `texts()` (called only when the blend reads rows by text: a merge of
     whole tables needs no text of the messages, which are scored by hash).
@@ -106,9 +67,10 @@ def read_blend(
     # per generation pair (multinomial, Bernoulli); a max_vocab cut ranks every token, so
     # both whole tables are merged.
     totals = None
-    if scores_from_message_rows(config, event_model):
+    needs = reads(config, event_model)
+    if needs is not Reads.WHOLE_TABLE:
         distinct = list(dict.fromkeys(texts()))
-        if needs_vocabulary_totals(config, event_model):
+        if needs is Reads.ROWS_AND_TOTALS:
             first, second, totals = _held_rows_and_totals(
                 models, source.name, backing.name, distinct, config, personal_weight
             )
@@ -151,7 +113,7 @@ def read_blend(
         epoch=source.epoch,
         backed_by=backing.id,
     )
-    return Blend(live=live, parts=parts, id_maps=id_maps)
+    return ScoringView(live=live, parts=parts, id_maps=id_maps)
 
 
 def _held_rows_and_totals(
@@ -175,13 +137,13 @@ def _held_rows_and_totals(
         config.min_df,
         config.stop_words,
     )
-    totals = models.kept_blend_totals(key)
+    totals = models.totals.kept_blend(key)
     if totals is not None:
         return read[0][1], read[1][1], totals
     # One sum at a time per process: clients sending at once at a new generation would
     # otherwise each merge both tables (40 at once kept the server busy for minutes).
-    with models.blend_totals_lock:
-        totals = models.kept_blend_totals(key)
+    with models.totals.blend_lock:
+        totals = models.totals.kept_blend(key)
         if totals is not None:
             return read[0][1], read[1][1], totals
         copies = []
@@ -192,7 +154,7 @@ def _held_rows_and_totals(
             read[index] = (generation, _part_rows(live, rows_of(copies[index], texts)))
         key = (read[0][0], read[1][0], *key[2:])
         totals = merged_vocabulary_totals(copies[0], copies[1], config, base_weight=personal_weight)
-        models.keep_blend_totals(key, totals)
+        models.totals.keep_blend(key, totals)
     return read[0][1], read[1][1], totals
 
 

@@ -1,266 +1,40 @@
-"""The models a process keeps in memory, kept in step with the database by generation.
-
-Each process holds, per model, the count arrays the engine scores with. A write through this
-process (`app.live.write.ModelWrite`) updates them in place after its commit. Training by
-another process is picked up by reading the change feed (rows whose generation is newer than
-the one this process has seen), at most `sync_interval_seconds` after it committed, never by
-reloading everything.
+"""The models a process holds, within a memory budget, and the one way to reach any model.
 
 Memory is bounded by a budget (`max_bytes`), not by the number of models: past it, the least
-recently used models are dropped (and loaded again when next used).
+recently used models are dropped (and loaded again when next used). A held model is synced
+with the database at most `sync_interval_seconds` after another process committed. A model
+not held is scored from its messages' rows (`app.live.cold`) until it is used often enough to
+be loaded, in the background.
 
-Locks: `LiveModel.lock` guards the in-memory arrays for the few microseconds of an update or a
-scoring pass; database reads happen outside it, so classifying never waits on a writer. A
-model being loaded holds only its own loading lock: other models are served meanwhile.
+A model being loaded holds only its own loading lock: other models are served meanwhile.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
 import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
 
-import numpy as np
-from numpy.typing import NDArray
-from sqlalchemy import Connection
-
-from app.bayes.counts import CountTable, IntArray
-from app.bayes.naive_bayes import (
-    Classifier,
-    NaiveBayesConfig,
-    VocabularyTotals,
-    vocabulary_totals,
-)
+from app.bayes.naive_bayes import NaiveBayesConfig, reads
+from app.bayes.scorers import Reads
 from app.errors import DatabaseUnavailable, ModelNotFound
-from app.store.counts import (
-    CountChanges,
-    CountDelta,
-    MessageCounts,
-    read_all_counts,
-    read_changes,
-    read_message_counts,
-    read_model_parts,
-)
-from app.store.engine import Database, trim_heap
+from app.live.cold import MAX_KEPT_TOTALS, KeptTotals, PartialModel, read_partial_model
+from app.live.held import EngineConfig, LiveModel, estimated_bytes
+from app.live.memory import bound_kept_memory
+from app.store.engine import Database
 from app.store.models import ModelRow, find_model, read_generation
 
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
-# Turns a model's stored options into the engine's config (the service's ModelConfig does:
-# this room holds models, it does not judge their options).
-EngineConfig = Callable[[dict[str, Any], tuple[str, ...]], NaiveBayesConfig]
-
-# Bytes a held model costs per token beyond its count arrays: the token's text and its index
-# entry, and the scorers' cached log-probabilities. Measured: 1,000 models of ~4,300 tokens
-# took 0.86 MB each in server RSS (about 200 bytes a token, of which the int64 count arrays
-# of two classes are 32); holding 50 of 2,701 models of ~6,500 tokens in turn (2,651
-# evictions) took 79 MB over the process with none held, about 240 bytes a token once the
-# allocator's fragmentation after many loads and evictions is counted.
-BYTES_PER_TOKEN = 210
-BYTES_PER_MODEL = 16_384  # the Python objects of one model, whatever its size
-
-
-@dataclass
-class LiveModel:
-    """One model's counts in memory, and the generation they reflect."""
-
-    id: int
-    name: str
-    classes: tuple[str, ...]
-    options: dict[str, Any]  # the model's stored config, as the database holds it
-    table: CountTable
-    classifier: Classifier
-    created_at: datetime  # with `id`, tells this model from a re-created one of the same id
-    engine_config: EngineConfig
-    epoch: int = 0  # the model's epoch when read: tokens expired since make it stale
-    backed_by: int | None = None  # the id of the model whose counts are merged with these
-    feedback_trains_backing: bool = False
-    synced_generation: int = -1
-    last_check: float = 0.0
-    unsynced: bool = False  # the last sync failed: the database did not answer
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @property
-    def config(self) -> NaiveBayesConfig:
-        return self.classifier.config
-
-    @classmethod
-    def load(cls, db: Database, name: str, engine_config: EngineConfig) -> LiveModel:
-        with db.transaction(write=False) as conn:
-            row = find_model(conn, name)
-            live = cls.empty(row, engine_config)
-            # No other thread sees `live` yet: its parts go in without its lock.
-            for part in read_model_parts(
-                conn, row.id, generation=row.generation, n_classes=len(row.classes)
-            ):
-                live._apply_rows(part)
-            live.synced_generation = row.generation
-        live.classifier.warm()  # its temporaries are freed below, not after the first request
-        trim_heap()
-        live.last_check = time.monotonic()
-        return live
-
-    @classmethod
-    def empty(cls, row: ModelRow, engine_config: EngineConfig) -> LiveModel:
-        table = CountTable(row.classes)
-        return cls(
-            id=row.id,
-            name=row.name,
-            classes=row.classes,
-            options=dict(row.config),
-            table=table,
-            classifier=Classifier(table, engine_config(row.config, row.classes)),
-            created_at=row.created_at,
-            engine_config=engine_config,
-            epoch=row.epoch,
-            backed_by=row.backed_by,
-            feedback_trains_backing=row.feedback_trains_backing,
-        )
-
-    def present(self, token_ids: IntArray) -> NDArray[np.bool_]:
-        """Which of `token_ids` this copy knows (expired ones have no text)."""
-        with self.lock:
-            tokens = self.table.tokens
-            size = len(tokens)
-            known = [i < size and tokens[i] != "" for i in token_ids.tolist()]
-        return np.array(known, dtype=np.bool_)
-
-    def size_bytes(self) -> int:
-        """Estimate the memory this model holds (see BYTES_PER_TOKEN)."""
-        return estimated_bytes(self.table.n_tokens, len(self.classes))
-
-    def apply(self, changes: CountChanges) -> None:
-        """Apply a change feed read from the database (absolute values; idempotent)."""
-        capacity = self.table.capacity
-        with self.lock:
-            if changes.generation <= self.synced_generation:
-                return
-            self._apply_rows(changes)
-            self.synced_generation = changes.generation
-        self._return_memory_if_grown(capacity)
-
-    def _apply_rows(self, changes: CountChanges) -> None:
-        if len(changes.token_ids):
-            self.table.place(changes.token_ids, changes.token_texts)
-        if len(changes.count_token_ids):
-            self.table.set_counts(
-                changes.count_token_ids,
-                changes.count_class_indices,
-                changes.count_docs,
-                changes.count_terms,
-            )
-        self.table.set_class_totals(changes.class_docs, changes.class_terms)
-
-    def catch_up(self, conn: Connection, generation: int) -> None:
-        """Bring config and arrays to `generation` by reading the change feed through `conn`."""
-        if generation <= self.synced_generation:
-            return
-        row = find_model(conn, self.name)
-        if row.config != self.options:
-            self.reconfigure(dict(row.config))
-        self.backed_by, self.feedback_trains_backing = row.backed_by, row.feedback_trains_backing
-        self.apply(
-            read_changes(
-                conn,
-                self.id,
-                since_generation=self.synced_generation,
-                generation=generation,
-                n_classes=len(self.classes),
-            )
-        )
-
-    def apply_own_write(
-        self,
-        generation: int,
-        *,
-        new_token_ids: IntArray,
-        new_token_texts: list[str],
-        delta: CountDelta,
-        class_docs: IntArray,
-        class_terms: IntArray,
-    ) -> bool:
-        """Apply this process's committed write in place, if it directly follows what we hold.
-
-        Returns False when another write came in between; the caller then reads the feed.
-        """
-        capacity = self.table.capacity
-        with self.lock:
-            if generation <= self.synced_generation:
-                return True  # already read back through the feed
-            if generation != self.synced_generation + 1:
-                return False
-            if len(new_token_ids):
-                self.table.place(new_token_ids, new_token_texts)
-            if len(delta.token_ids):
-                cells = (delta.class_indices, delta.token_ids)
-                self.table.set_counts(
-                    delta.token_ids,
-                    delta.class_indices,
-                    self.table.token_docs[cells] + delta.docs,
-                    self.table.token_terms[cells] + delta.terms,
-                )
-            self.table.set_class_totals(
-                self.table.class_docs + class_docs, self.table.class_terms + class_terms
-            )
-            self.synced_generation = generation
-        self._return_memory_if_grown(capacity)
-        return True
-
-    def _return_memory_if_grown(self, capacity: int) -> None:
-        """After the arrays grew, give the old ones' heap pages back to the system.
-
-        glibc serves arrays below its (self-raising) mmap threshold from the heap and keeps
-        them when freed: a million-token model's first trained message left 30 MB of freed
-        arrays resident. malloc_trim costs ~0.2 ms, so only after a growth (every 12.5 %).
-        """
-        if self.table.capacity != capacity:
-            trim_heap()
-
-    def reconfigure(self, options: dict[str, Any]) -> None:
-        with self.lock:
-            self.options = options
-            self.classifier = Classifier(self.table, self.engine_config(options, self.classes))
-
-
-@dataclass(frozen=True)
-class PartialModel:
-    """A model as far as some messages need it: their tokens' rows and the class totals.
-
-    Its table numbers the tokens 0..k-1; `token_ids` gives each one's id in the model.
-    """
-
-    live: LiveModel
-    token_ids: IntArray
-
-
-# What a model not held can be scored from. Robinson-Fisher: each message's own token rows
-# and the class message counts (a token's probability is its own counts against them).
-# Multinomial and Bernoulli: the same, plus sums over the whole vocabulary (|V|, T_c and the
-# absent-token sum), read once per generation of the model and kept (`VocabularyTotals`).
-# A max_vocab cut ranks every token: such a model is loaded.
-def scores_from_message_rows(config: NaiveBayesConfig, event_model: str | None) -> bool:
-    return config.max_vocab is None
-
-
-def needs_vocabulary_totals(config: NaiveBayesConfig, event_model: str | None) -> bool:
-    return (event_model or config.event_model) != "robinson-fisher"
-
-
 # Fresh loads a write may take while token expiry goes on (each chunk of it moves the epoch).
 STALE_RETRIES = 20
-
-# Vocabulary totals kept for models not held, per process: each is a few numbers, so many
-# thousands cost well under a megabyte.
-MAX_KEPT_TOTALS = 20_000
 
 # A model not held that one process classifies this often is loaded, in the background: a
 # read of the message's rows costs that process 3-4 times the CPU of scoring a held model
@@ -268,11 +42,6 @@ MAX_KEPT_TOTALS = 20_000
 # while a mailbox classified now and then stays out of the memory budget.
 HOT_READS = 50
 HOT_WINDOW_SECONDS = 10.0
-
-
-def estimated_bytes(n_tokens: int, n_classes: int) -> int:
-    """The memory a model of `n_tokens` tokens takes when held (see BYTES_PER_TOKEN)."""
-    return BYTES_PER_MODEL + n_tokens * (BYTES_PER_TOKEN + 16 * n_classes)
 
 
 @dataclass(frozen=True)
@@ -312,15 +81,7 @@ class LiveModels:
         self._loads = 0
         self._partial_reads = 0
         self._configs: dict[tuple[str, tuple[str, ...]], NaiveBayesConfig] = {}
-        # Per model not held: (generation, V's sums at it); see `_vocabulary_totals`.
-        self._totals: OrderedDict[
-            tuple[int, datetime, float, int, frozenset[str]], tuple[int, VocabularyTotals]
-        ] = OrderedDict()
-        self._totals_reads = 0
-        # Per blend (personal and backing model at their generations, and the options the
-        # sums depend on): the merged vocabulary's sums; see app/live/blend.py.
-        self._blend_totals: OrderedDict[Hashable, VocabularyTotals] = OrderedDict()
-        self.blend_totals_lock = threading.Lock()  # held while one blend's sums are made
+        self.totals = KeptTotals()
         self._lock = threading.Lock()  # guards the dicts above for microseconds, never a load
         self._loading: dict[str, threading.Lock] = {}
         self.hot_reads = hot_reads
@@ -382,41 +143,18 @@ class LiveModels:
     ) -> PartialModel | None:
         """Read only what scoring `texts` needs of model `name` (one this process does not
         hold), in one read transaction: its row, the texts' token rows and class totals (and
-        V's sums where the scorer needs them, see `_vocabulary_totals`). None when its scorer
-        needs the whole model (see `scores_from_message_rows`); ModelNotFound if none."""
-        totals = None
+        V's sums where the scorer needs them, see `cold.KeptTotals`). None when its scorer
+        needs the whole model (`naive_bayes.reads`); ModelNotFound if none."""
         with self.db.transaction(write=False) as conn:
             row = find_model(conn, name)
             config = self.config_of(row)
-            if not scores_from_message_rows(config, event_model):
+            needs = reads(config, event_model)
+            if needs is Reads.WHOLE_TABLE:
                 return None
-            counts = read_message_counts(conn, row.id, texts, n_classes=len(row.classes))
-            if needs_vocabulary_totals(config, event_model):
-                totals = self._vocabulary_totals(conn, row, config, counts)
-        table = CountTable(row.classes)
-        table.place(np.arange(counts.token_ids.size, dtype=np.int64), counts.token_texts)
-        if counts.count_token_ids.size:
-            table.set_counts(
-                np.searchsorted(counts.token_ids, counts.count_token_ids),
-                counts.count_class_indices,
-                counts.count_docs,
-                counts.count_terms,
+            totals = self.totals if needs is Reads.ROWS_AND_TOTALS else None
+            partial = read_partial_model(
+                conn, row, config, texts, self.engine_config, totals=totals
             )
-        table.set_class_totals(counts.class_docs, counts.class_terms)
-        live = LiveModel(
-            id=row.id,
-            name=row.name,
-            classes=row.classes,
-            options=dict(row.config),
-            table=table,
-            classifier=Classifier(table, config, totals=totals),
-            created_at=row.created_at,
-            engine_config=self.engine_config,
-            epoch=row.epoch,
-            synced_generation=row.generation,
-            backed_by=row.backed_by,
-            feedback_trains_backing=row.feedback_trains_backing,
-        )
         # A model the whole budget cannot hold stays read by rows, however often it is used.
         size = estimated_bytes(row.n_tokens, len(row.classes))
         fits = self.max_bytes <= 0 or size <= self.max_bytes
@@ -427,7 +165,7 @@ class LiveModels:
             threading.Thread(
                 target=self._load_in_background, args=(name,), name="spamsift-load", daemon=True
             ).start()
-        return PartialModel(live=live, token_ids=counts.token_ids)
+        return partial
 
     def _count_cold_read(self, name: str) -> bool:
         """Count a partial read of `name`; tell whether it just became hot (under _lock)."""
@@ -458,65 +196,6 @@ class LiveModels:
         finally:
             with self._lock:
                 self._background_loads.discard(name)
-
-    def _vocabulary_totals(
-        self, conn: Connection, row: ModelRow, config: NaiveBayesConfig, counts: MessageCounts
-    ) -> VocabularyTotals:
-        """V's sums for the model at the generation of `row` (read in `conn`'s snapshot):
-        kept from an earlier read of that generation, else summed from every count row (no
-        texts) in the same snapshot. Every write moves the generation (and expiry the epoch,
-        which moves the generation too), so a kept sum is never stale."""
-        key = (row.id, row.created_at, config.alpha, config.min_df, config.stop_words)
-        with self._lock:
-            kept = self._totals.get(key)
-            if kept is not None:
-                self._totals.move_to_end(key)
-        if kept is not None and kept[0] == row.generation:
-            return kept[1]
-        token_ids, class_indices, docs, terms = read_all_counts(conn, row.id)
-        n_tokens = int(token_ids.max()) + 1 if token_ids.size else 0
-        token_docs = np.zeros((len(row.classes), n_tokens), dtype=np.int64)
-        token_terms = np.zeros((len(row.classes), n_tokens), dtype=np.int64)
-        token_docs[class_indices, token_ids] = docs
-        token_terms[class_indices, token_ids] = terms
-        stop_word_ids = None
-        if config.stop_words:  # V leaves them out: find which of them the model knows
-            stop_word_ids = read_message_counts(
-                conn, row.id, sorted(config.stop_words), n_classes=len(row.classes)
-            ).token_ids
-        totals = vocabulary_totals(
-            token_docs,
-            token_terms,
-            counts.class_docs,
-            alpha=config.alpha,
-            min_df=config.min_df,
-            stop_word_ids=stop_word_ids,
-        )
-        with self._lock:
-            self._totals[key] = (row.generation, totals)
-            self._totals.move_to_end(key)
-            self._totals_reads += 1
-            while len(self._totals) > MAX_KEPT_TOTALS:
-                self._totals.popitem(last=False)
-        return totals
-
-    def kept_blend_totals(self, key: Hashable) -> VocabularyTotals | None:
-        """The merged vocabulary's sums kept for a blend at `key` (its models' generations)."""
-        with self._lock:
-            totals = self._blend_totals.get(key)
-            if totals is not None:
-                self._blend_totals.move_to_end(key)
-            return totals
-
-    def keep_blend_totals(self, key: Hashable, totals: VocabularyTotals) -> None:
-        """Keep a blend's sums; a few numbers each, the oldest dropped past MAX_KEPT_TOTALS
-        (a key names its generations, so an entry is never stale, only unused)."""
-        with self._lock:
-            self._blend_totals[key] = totals
-            self._blend_totals.move_to_end(key)
-            self._totals_reads += 1
-            while len(self._blend_totals) > MAX_KEPT_TOTALS:
-                self._blend_totals.popitem(last=False)
 
     def config_of(self, row: ModelRow) -> NaiveBayesConfig:
         """The engine config of a model's stored options, parsed once per distinct options."""
@@ -585,7 +264,7 @@ class LiveModels:
                 evictions=self._evictions,
                 loads=self._loads,
                 partial_reads=self._partial_reads,
-                totals_reads=self._totals_reads,
+                totals_reads=self.totals.reads,
             )
 
     def _load(self, name: str) -> LiveModel:
@@ -625,35 +304,3 @@ class LiveModels:
                 continue
             self._drop(oldest)
             self._evictions += 1
-
-
-# mallopt's parameters (malloc.h).
-M_TRIM_THRESHOLD = -1
-M_MMAP_THRESHOLD = -3
-# Blocks from 1 MiB are mapped on their own: a model's arrays and the load's larger
-# temporaries. A load's many blocks of ~800 KB (a range of 100,000 ids in int64) stay in the
-# arena, where they are reused: mapping those too (128 KiB, glibc's default) cost a
-# million-token load 0.3 s more CPU (0.9 -> 1.2 s) in page faults.
-SEPARATE_MAPPING_BYTES = 1 << 20
-# Free memory at the top of an arena above this goes back to the system when a block is freed.
-KEPT_TOP_BYTES = 128 * 1024
-
-
-def bound_kept_memory() -> bool:
-    """Keep glibc from holding freed model-sized blocks: fix its mmap and trim thresholds.
-
-    By default glibc raises its mmap threshold (up to 32 MiB) each time a large block is
-    freed, and its trim threshold to twice that, so the arrays of a model's load came from the
-    heap of the loading thread's arena, and up to 64 MiB freed at its top stayed resident:
-    malloc_trim gives back free blocks inside an arena but not a thread arena's top. A
-    million-token model's server kept 64 or 83 bytes a token from one run to the next.
-    Process-wide, and idempotent; False where there is no glibc.
-    """
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        return bool(
-            libc.mallopt(M_MMAP_THRESHOLD, SEPARATE_MAPPING_BYTES)
-            and libc.mallopt(M_TRIM_THRESHOLD, KEPT_TOP_BYTES)
-        )
-    except (OSError, AttributeError):
-        return False

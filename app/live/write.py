@@ -5,12 +5,13 @@ Train, batch, feedback, forget, a bogofilter import and token expiry all go thro
 
 1. take the model's row lock and bump its generation (writers of one model queue there, so
    generations commit in order and a change feed read by generation misses nothing);
-2. catch this process's copy up to the generation before, so its token ids are exact;
+2. catch this process's copy up to the generation before, so its token ids are exact
+   (1 and 2: `ModelWrite.begin`);
 3. give new token texts ids (allocated under the lock) and store them;
 4. gather count changes (`add`), and store them as one sorted delta plus class totals;
 
-then, after the commit (`write_model`), apply the same changes to the live copy in place, or
-read the change feed when another write came in between.
+then, after the commit (`write_model` and its siblings share one runner), apply the same
+changes to the live copy in place, or read the change feed when another write came in between.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from sqlalchemy import Connection
 
 from app.bayes.counts import IntArray
 from app.errors import TooManyNewTokens
-from app.live.models import LiveModel, LiveModels
+from app.live.held import LiveModel
+from app.live.models import LiveModels
 from app.store.counts import (
     CountDelta,
     add_class_totals,
@@ -93,23 +95,36 @@ NO_TOKEN_LIMITS = TokenLimits()
 
 
 class ModelWrite:
-    """One transaction's write to one model; made by `write_model`, never kept after it."""
+    """One transaction's write to one model; begun by `write_model`, never kept after it."""
 
     def __init__(
-        self, conn: Connection, live: LiveModel, limits: TokenLimits = NO_TOKEN_LIMITS
+        self,
+        conn: Connection,
+        live: LiveModel,
+        generation: int,
+        limits: TokenLimits = NO_TOKEN_LIMITS,
     ) -> None:
         self.conn = conn
         self.live = live
         self.limits = limits
-        self.generation = lock_and_bump_generation(
-            conn, live.id, created_at=live.created_at, epoch=live.epoch
-        )
-        live.catch_up(conn, self.generation - 1)  # now the in-memory token ids are exact
+        self.generation = generation
         self._changes = _CountChanges(len(live.classes))
         self._new_ids: list[IntArray] = []
         self._new_texts: list[str] = []
         self._stored: CountDelta | None = None
         self._removed = False
+
+    @classmethod
+    def begin(
+        cls, conn: Connection, live: LiveModel, limits: TokenLimits = NO_TOKEN_LIMITS
+    ) -> ModelWrite:
+        """Take the model's row lock and its next generation, and catch this process's copy
+        up to the generation before, so its token ids are exact."""
+        generation = lock_and_bump_generation(
+            conn, live.id, created_at=live.created_at, epoch=live.epoch
+        )
+        live.catch_up(conn, generation - 1)
+        return cls(conn, live, generation, limits)
 
     @property
     def model_id(self) -> int:
@@ -283,18 +298,12 @@ def write_model(
     `work` may run more than once (the transaction is retried on a deadlock or a
     serialization failure); each run gets a fresh write, and only the committed one is applied.
     """
-    writes: list[ModelWrite] = []
-
-    def run(conn: Connection) -> T:
-        write = ModelWrite(conn, live, limits)
-        writes[:] = [write]
-        result = work(write)
-        write.store()
-        return result
-
-    result = db.run(run)
-    writes[-1].apply(models)
-    return result
+    return _run_writes(
+        db,
+        models,
+        lambda conn: [ModelWrite.begin(conn, live, limits)],
+        lambda writes: work(writes[0]),
+    )
 
 
 def write_models(
@@ -308,22 +317,15 @@ def write_models(
     """`write_model` for several models in one transaction (feedback that trains a personal
     model and the model backing it: both or neither). `work` gets one write per model, in the
     order of `lives`; the models are locked in id order, so two such writes cannot deadlock."""
-    writes: list[ModelWrite] = []
 
-    def run(conn: Connection) -> T:
+    def begin(conn: Connection) -> list[ModelWrite]:
         by_id = {
-            live.id: ModelWrite(conn, live, limits) for live in sorted(lives, key=lambda m: m.id)
+            live.id: ModelWrite.begin(conn, live, limits)
+            for live in sorted(lives, key=lambda m: m.id)
         }
-        writes[:] = [by_id[live.id] for live in lives]
-        result = work(list(writes))
-        for write in writes:
-            write.store()
-        return result
+        return [by_id[live.id] for live in lives]
 
-    result = db.run(run)
-    for write in writes:
-        write.apply(models)
-    return result
+    return _run_writes(db, models, begin, work)
 
 
 def create_and_write(
@@ -334,21 +336,42 @@ def create_and_write(
 ) -> T:
     """Make a model (`create` inserts its row) and write to it in the same transaction, so a
     failed write leaves no model; hold it in this process after the commit."""
-    writes: list[ModelWrite] = []
 
-    def run(conn: Connection) -> T:
+    def begin(conn: Connection) -> list[ModelWrite]:
         row = create(conn)
         live = LiveModel.empty(row, models.engine_config)
         live.synced_generation = row.generation  # nothing to read: it was made just now
-        write = ModelWrite(conn, live)
-        writes[:] = [write]
-        result = work(write)
-        write.store()
+        return [ModelWrite.begin(conn, live)]
+
+    return _run_writes(db, models, begin, lambda writes: work(writes[0]), hold=True)
+
+
+def _run_writes(
+    db: Database,
+    models: LiveModels,
+    begin: Callable[[Connection], list[ModelWrite]],
+    work: Callable[[list[ModelWrite]], T],
+    *,
+    hold: bool = False,
+) -> T:
+    """The one runner of the helpers above: in one transaction, `begin` the writes, run `work`
+    on them and store them; after the commit, apply each to its live copy (first held by this
+    process, with `hold`). A retried transaction begins fresh writes: only the committed ones
+    are applied."""
+    writes: list[ModelWrite] = []
+
+    def run(conn: Connection) -> T:
+        writes[:] = begin(conn)
+        result = work(list(writes))
+        for write in writes:
+            write.store()
         return result
 
     result = db.run(run)
-    models.hold(writes[-1].live)
-    writes[-1].apply(models)
+    for write in writes:
+        if hold:
+            models.hold(write.live)
+        write.apply(models)
     return result
 
 

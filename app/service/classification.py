@@ -12,26 +12,26 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from itertools import chain
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import ConfigDict, Field
 
-from app.bayes.counts import IntArray
-from app.bayes.naive_bayes import Clue, EventModel, verdict
-from app.errors import InvalidConfig, ModelNotFound, NotTrained
-from app.live.blend import read_blend
-from app.live.models import LiveModel, PartialModel
+from app.bayes.naive_bayes import Clue, verdict
+from app.bayes.scorers import EventModel, scorer
+from app.errors import InvalidConfig, NotTrained
+from app.live.held import LiveModel
+from app.live.scoring import scoring_view
+from app.live.view import ScoringView
 from app.service.messages import Message, PreparedMessage, prepare
 from app.service.model_config import parse_config
 from app.service.runtime import Runtime, with_time_budget
-from app.store import Connection
+from app.store.activity import Event, verdict_event
 from app.store.ledger import ClassificationRecord
-from app.store.models import ModelRow, find_model_by_id
 from app.text import TokenizerLimits
 from app.text.core import CoreChoice, use_core
 
@@ -106,127 +106,43 @@ def classify_batch(
     for the life of this process), then scored here: tokenizing is 80 % of the work and holds
     the GIL. The HTTP API does not use it (its parallelism is `--workers`).
     """
-    live = rt.models.held(model_name)
-    if live is not None:
-        live = rt.models.get(model_name)  # synced if due
     # Each message has its time budget: past it, it is scored on what was tokenized in time and
     # carries the defect "time_budget".
     prepared = prepare_messages(rt, messages, "classify", processes=processes)
-    model_ids: IntArray | None = None
-    partial = None
-    if live is None:
-        # A model this process does not hold is scored from its messages' rows alone where its
-        # scorer allows, else loaded (within the memory budget). The model's row is read in
-        # the same transaction as those rows (ModelNotFound there): one read, not two. The
-        # rows are read by text, so the messages' texts are made for it.
-        texts = [text for message in prepared for text in message.token_counts]
-        partial = rt.models.read_partial(model_name, texts, event_model=event_model)
-        if partial is None:
-            live = rt.models.get(model_name)
-        else:
-            live, model_ids = partial.live, partial.token_ids
-    assert live is not None
-    # A model backed by another is scored on both models' counts summed (see _classify_blended).
-    if live.backed_by is not None:
-        backing_id = live.backed_by
-        backing: LiveModel | ModelRow | None = rt.models.held_by_id(backing_id)
-        if backing is None:
-            backing = rt.db.run(lambda conn: find_backing(conn, backing_id), write=False)
-        if backing is not None and backing.classes == live.classes:
-            return _classify_blended(
-                rt,
-                partial if partial is not None else live,
-                backing,
-                prepared,
-                event_model=event_model,
-                explain=explain,
-                record_as=record_as,
-            )
-    assert live is not None
-    results, records = _score(
-        live,
-        prepared,
-        event_model=event_model,
-        explain=explain,
-        model_ids=model_ids,
-        min_learns=min_learns_of(rt, live),
-        models=(live.name,),
-    )
-    rt.record_classifications(
-        live.id,
-        records,
-        Counter({"classified": len(results)}) + Counter(f"verdict:{r.verdict}" for r in results),
-        key_id=record_as,
-    )
-    return results
-
-
-def find_backing(conn: Connection, model_id: int) -> ModelRow | None:
-    """The backing model's row; None if it is gone (a relation this process read earlier)."""
-    try:
-        return find_model_by_id(conn, model_id)
-    except ModelNotFound:
-        return None
-
-
-def _classify_blended(
-    rt: Runtime,
-    personal: LiveModel | ModelRow | PartialModel,
-    backing: LiveModel | ModelRow,
-    prepared: list[PreparedMessage],
-    *,
-    event_model: EventModel | None,
-    explain: bool,
-    record_as: str | None = None,
-) -> list[Classification]:
-    """Score on the personal model's counts merged with its backing model's (see
-    app/bayes/blend.py). Its floor of trained messages applies to the merged counts, so a new
-    personal model's verdicts come from the blend, never from its own few messages.
-
-    Each model keeps its own record of the classification (the tokens it knows, by its ids),
-    so feedback by message_id can train the personal model with the tokens only the backing
-    model knew; the activity counters are the personal model's alone.
-    """
-    source = personal.live if isinstance(personal, PartialModel) else personal
-    options = source.options if isinstance(source, LiveModel) else source.config
-    weight = parse_config(options, classes=source.classes).personal_weight
-    blend = read_blend(
+    view = scoring_view(
         rt.models,
-        personal,
-        backing,
+        model_name,
         lambda: [text for message in prepared for text in message.token_counts],
         event_model=event_model,
-        personal_weight=weight,
+        personal_weight=_personal_weight,
     )
-    results, merged_records = _score(
-        blend.live,
+    results, records = _score(
+        view,
         prepared,
         event_model=event_model,
         explain=explain,
-        min_learns=min_learns_of(rt, blend.live),
-        class_messages=blend.messages(),
-        models=blend.names,
+        min_learns=min_learns_of(rt, view.live),
     )
-    for index, part in enumerate(blend.parts):
-        records = []
-        for record in merged_records:
-            ids = blend.ids_in(index, record.token_ids)
-            known = ids >= 0
-            order = np.argsort(ids[known], kind="stable")
-            records.append(
-                replace(
-                    record,
-                    token_ids=ids[known][order],
-                    token_terms=record.token_terms[known][order],
-                )
-            )
+    # Each model of the view keeps its own record of the classification (the tokens it knows,
+    # by its ids), so feedback by message_id can train a personal model with the tokens only
+    # its backing model knew; the activity counters are the classified model's alone.
+    for index, part in enumerate(view.parts):
         events: Counter[str] = Counter()
-        if part.model_id == blend.live.id:
-            events = Counter({"classified": len(results)}) + Counter(
-                f"verdict:{r.verdict}" for r in results
+        if part.model_id == view.live.id:
+            events = Counter({Event.CLASSIFIED: len(results)}) + Counter(
+                verdict_event(r.verdict) for r in results
             )
-        rt.record_classifications(part.model_id, records, events, key_id=record_as)
+        rt.record_classifications(
+            part.model_id,
+            [view.record_in(index, record) for record in records],
+            events,
+            key_id=record_as,
+        )
     return results
+
+
+def _personal_weight(options: dict[str, Any], classes: tuple[str, ...]) -> int:
+    return parse_config(options, classes=classes).personal_weight
 
 
 _MIN_CHUNK = 50  # fewer messages per worker cost more in pickling than they save
@@ -282,24 +198,19 @@ def _prepare_chunk(
 
 
 def _score(
-    live: LiveModel,
+    view: ScoringView,
     prepared: list[PreparedMessage],
     *,
     event_model: EventModel | None,
     explain: bool,
     min_learns: int = 0,
-    model_ids: IntArray | None = None,
-    class_messages: list[int] | None = None,
-    models: tuple[str, ...] = (),
 ) -> tuple[list[Classification], list[ClassificationRecord]]:
-    """Score `prepared` on `live`; `model_ids` maps the table's token ids to the model's when
-    `live` holds only the messages' tokens (the records keep the model's ids).
-    `class_messages`: the trained messages per class the floor applies to, when they are not
-    the table's (a weighted blend counts each message once there). `models`: the names the
-    results give as scoring them."""
+    """Score `prepared` on the view's table; the records name the table's token ids."""
+    live = view.live
     chosen = event_model or live.config.event_model
-    if chosen == "robinson-fisher" and set(live.classes) != {"ham", "spam"}:
-        raise InvalidConfig("event_model", "robinson-fisher needs exactly the classes ham and spam")
+    unfit = scorer(chosen).unfit_reason(live.classes)
+    if unfit is not None:
+        raise InvalidConfig("event_model", unfit)
     now = datetime.now(UTC)
     with live.lock:
         untrained = [
@@ -323,6 +234,7 @@ def _score(
             else None
         )
         config = classifier.config
+        class_messages = view.class_messages()
         counted = live.table.class_docs.tolist() if class_messages is None else class_messages
         warnings = training_warnings(live.classes, counted, min_learns)
     results: list[Classification] = []
@@ -347,7 +259,7 @@ def _score(
                 else [Clue(token=c.token, class_=c.class_, weight=c.weight) for c in clues[row]],
                 defects=message.defects,
                 warnings=warnings,
-                models=models,
+                models=view.names,
             )
         )
         start, end = X.indptr[row], X.indptr[row + 1]
@@ -355,10 +267,7 @@ def _score(
             ClassificationRecord(
                 message_key=message.message_key,
                 message_id=message.message_id,
-                token_ids=np.asarray(
-                    X.indices[start:end] if model_ids is None else model_ids[X.indices[start:end]],
-                    dtype=np.int64,
-                ),
+                token_ids=np.asarray(X.indices[start:end], dtype=np.int64),
                 token_terms=np.asarray(X.data[start:end], dtype=np.int64),
                 verdict=decision,
                 classified_at=now,

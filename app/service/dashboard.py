@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from app.errors import DatabaseUnavailable, ModelNotFound, StorageFull
-from app.live.models import LiveModel
+from app.live.held import LiveModel
 from app.service.classification import min_learns_of, training_warnings
 from app.service.runtime import Runtime
 from app.service.stats_cache import DatabaseFigures
@@ -170,12 +170,12 @@ def model_activity(rt: Runtime, *, model_name: str, span: ActivityRange) -> dict
         for event, n in events.items():
             totals[event] = totals.get(event, 0) + n
     summed = _activity(totals, live.classes)
-    classified = summed["classified"]
+    classified = summed[Event.CLASSIFIED]
 
     def rate(n: int) -> float | None:
         return None if classified == 0 else n / classified
 
-    rates: dict[str, float | None] = {"corrections": rate(summed["corrections"])}
+    rates: dict[str, float | None] = {"corrections": rate(summed[Event.CORRECTIONS])}
     if _is_ham_spam(live.classes):
         rates["false_positives"] = rate(summed["false_positives"])
         rates["false_negatives"] = rate(summed["false_negatives"])

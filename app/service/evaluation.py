@@ -30,14 +30,14 @@ from numpy.typing import NDArray
 from scipy.stats import rankdata
 
 from app.bayes.counts import CountTable
-from app.bayes.naive_bayes import Classifier, EventModel, NaiveBayesConfig, verdict
+from app.bayes.naive_bayes import Classifier, NaiveBayesConfig, verdict
+from app.bayes.scorers import EVENT_MODELS, EventModel
 from app.service.corpus import LabelledMessage
 from app.text import TokenizerLimits, text_only, tokenize_raw, tokenize_text
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 CLASSES = ("ham", "spam")
-EVENT_MODELS: tuple[EventModel, ...] = ("multinomial", "bernoulli", "robinson-fisher")
 MAX_FPR = 0.001  # the strict operating point: FNR while at most 0.1 % of ham is called spam
 LOOSE_FPR = 0.01
 BOOTSTRAP_REPLICATES = 200

@@ -31,7 +31,7 @@ from functools import partial
 import numpy as np
 
 from app.errors import InvalidInput
-from app.live.models import LiveModel
+from app.live.held import LiveModel
 from app.live.records import PRUNE_CHUNK_ROWS
 from app.live.write import ModelWrite, write_model
 from app.service.runtime import Runtime

@@ -15,10 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic.fields import FieldInfo
 
 from app.bayes.naive_bayes import NaiveBayesConfig
+from app.bayes.scorers import EventModel as EventModel  # the option's type, for the API
+from app.bayes.scorers import fallback, scorer
 from app.errors import InvalidConfig
 from app.text import load_stop_words
 
-EventModel = Literal["multinomial", "bernoulli", "robinson-fisher"]
 Prior = Literal["mle", "laplace", "uniform"]
 
 DEFAULT_EVENT_MODEL: EventModel = "robinson-fisher"
@@ -224,13 +225,12 @@ def parse_config(stored: dict[str, Any], *, classes: tuple[str, ...]) -> ModelCo
         first = error.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or "config"
         raise InvalidConfig(field, first["msg"]) from error
-    if config.event_model == "robinson-fisher" and set(classes) != {"ham", "spam"}:
+    unfit = scorer(config.event_model).unfit_reason(classes)
+    if unfit is not None:
         if "event_model" in stored:
-            raise InvalidConfig(
-                "event_model", "robinson-fisher needs exactly the classes ham and spam"
-            )
+            raise InvalidConfig("event_model", unfit)
         # Not chosen explicitly: a K-class model falls back to naive Bayes.
-        config = config.model_copy(update={"event_model": "multinomial"})
+        config = config.model_copy(update={"event_model": fallback(classes)})
     return config
 
 

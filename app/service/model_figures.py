@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from app.errors import DatabaseUnavailable, StorageFull
 from app.live.models import HeldFigures as HeldFigures  # routes name these through the service
 from app.service.runtime import Runtime
+from app.store.activity import Event as Event  # the counters' names, for the routes
+from app.store.activity import verdict_event as verdict_event
 from app.store.engine import DatabaseCondition as DatabaseCondition
 from app.store.models import read_model_totals
 

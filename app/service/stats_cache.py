@@ -27,7 +27,7 @@ import numpy as np
 
 from app.bayes.naive_bayes import NaiveBayesConfig, top_tokens_of
 from app.bayes.vocabulary import vocabulary_mask
-from app.live.models import LiveModel
+from app.live.held import LiveModel
 
 # Entries of a few dozen tokens each: ten thousand models cost a few megabytes at most.
 MAX_KEPT_MODELS = 10_000

@@ -25,7 +25,7 @@ from app.errors import (
     TooFewTokens,
     UnknownLabel,
 )
-from app.live.models import LiveModel
+from app.live.held import LiveModel
 from app.live.write import ModelWrite, write_model, write_models
 from app.service.classification import prepare_messages
 from app.service.messages import Message, PreparedMessage, check_message_id

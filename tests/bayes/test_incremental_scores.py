@@ -35,8 +35,10 @@ def refuse_rebuilds(classifier: Classifier, monkeypatch) -> None:
     def refuse(*args, **kwargs):
         raise AssertionError("full rebuild where an incremental refresh was expected")
 
-    monkeypatch.setattr(classifier._multinomial, "rebuild", refuse)
-    monkeypatch.setattr(classifier._bernoulli, "rebuild", refuse)
+    for scoring in classifier._scorings.values():  # the scorers used so far: their caches
+        cache = getattr(scoring, "cache", None)
+        if cache is not None:
+            monkeypatch.setattr(cache, "rebuild", refuse)
 
 
 @pytest.mark.parametrize("event_model", ["multinomial", "bernoulli", "robinson-fisher"])

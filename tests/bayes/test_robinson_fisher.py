@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from app.bayes.counts import CountTable
 from app.bayes.naive_bayes import Classifier, NaiveBayesConfig
-from app.bayes.robinson_fisher import log_chi2_cdf, log_chi2_sf
+from app.bayes.scorers.robinson_fisher import log_chi2_cdf, log_chi2_sf
 from tests.bayes.engine_config import engine_config
 from tests.bayes.examples import random_counts, rows_of
 

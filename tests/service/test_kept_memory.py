@@ -15,7 +15,7 @@ SCENARIO = textwrap.dedent(
     """
     import sys, threading
     import numpy as np
-    from app.live.models import bound_kept_memory
+    from app.live.memory import bound_kept_memory
 
     def rss():
         with open("/proc/self/statm") as statm:

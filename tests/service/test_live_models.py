@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from sqlalchemy import func, select
 
-from app.bayes.naive_bayes import EventModel
+from app.bayes.scorers import EventModel
 from app.config import Settings
 from app.errors import DatabaseUnavailable
-from app.live.models import LiveModel
+from app.live.held import LiveModel
 from app.live.records import ClassificationLog
 from app.service.bogofilter import import_bogofilter, read_wordlist
 from app.service.classification import classify

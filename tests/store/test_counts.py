@@ -9,7 +9,7 @@ import pytest
 
 from app.config import Settings
 from app.errors import NotTrained
-from app.live.models import LiveModel
+from app.live.held import LiveModel
 from app.service.classification import classify
 from app.service.messages import Message
 from app.service.models import create_model, delete_model, update_model

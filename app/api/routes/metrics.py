@@ -44,10 +44,12 @@ from app.api.auth import AUTH_ERRORS, requires
 from app.errors import DatabaseUnavailable, SpamsiftError
 from app.service.model_figures import (
     DatabaseCondition,
+    Event,
     HeldFigures,
     ModelFigures,
     read_held_figures,
     read_model_figures,
+    verdict_event,
 )
 from app.service.runtime import Runtime
 
@@ -252,12 +254,12 @@ def _model_families(figures: list[ModelFigures]) -> list[Metric]:
         verdicts = (*classes, "unsure") if set(classes) == {"ham", "spam"} else classes
         for verdict in verdicts:
             classifications.add_metric(
-                [model.name, verdict], model.events.get(f"verdict:{verdict}", 0)
+                [model.name, verdict], model.events.get(verdict_event(verdict), 0)
             )
-        trainings.add_metric([model.name], model.events.get("trained", 0))
-        feedback.add_metric([model.name], model.events.get("feedback", 0))
-        corrections.add_metric([model.name], model.events.get("corrections", 0))
-        forgotten.add_metric([model.name], model.events.get("forgotten", 0))
+        trainings.add_metric([model.name], model.events.get(Event.TRAINED, 0))
+        feedback.add_metric([model.name], model.events.get(Event.FEEDBACK, 0))
+        corrections.add_metric([model.name], model.events.get(Event.CORRECTIONS, 0))
+        forgotten.add_metric([model.name], model.events.get(Event.FORGOTTEN, 0))
     return [
         generation,
         vocabulary,
