@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from dataclasses import replace
+from dataclasses import fields, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -25,6 +25,7 @@ from app.errors import DatabaseUnavailable, SpamsiftError, StorageFull
 from app.live.models import LiveModels
 from app.live.records import ClassificationLog
 from app.live.write import TokenLimits
+from app.message_caps import MessageCaps
 from app.service.messages import Message, PreparedMessage, prepare
 from app.service.model_config import parse_config
 from app.service.stats_cache import StatsCache
@@ -39,15 +40,7 @@ log = logging.getLogger(__name__)
 
 def tokenizer_limits(settings: Settings) -> TokenizerLimits:
     """The message-level caps of `settings`, as the text room takes them (no time budget)."""
-    return TokenizerLimits(
-        max_scan_bytes=settings.max_scan_bytes,
-        max_header_value_bytes=settings.max_header_value_bytes,
-        max_header_fields=settings.max_header_fields,
-        max_mime_depth=settings.max_mime_depth,
-        max_mime_parts=settings.max_mime_parts,
-        max_token_chars=settings.max_token_chars,
-        max_distinct_tokens=settings.max_distinct_tokens,
-    )
+    return TokenizerLimits(**{cap.name: getattr(settings, cap.name) for cap in fields(MessageCaps)})
 
 
 def token_limits(settings: Settings) -> TokenLimits:
