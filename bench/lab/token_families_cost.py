@@ -13,27 +13,30 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib
 import statistics
 import time
 from collections.abc import Iterator
 
 from app.service.corpus import LabelledMessage
-from app.text import tokenize_raw, tokenize_text
+from app.text import core, tokenize_raw, tokenize_text
 from bench import data
 
 
 @contextlib.contextmanager
 def without_new_families() -> Iterator[None]:
-    """Tokenize as before word pairs and shape tokens (both return nothing)."""
+    """Tokenize as before word pairs and shape tokens: the active core's pairs and the shape
+    tokens return nothing."""
     tokenize = importlib.import_module("app.text.tokenize")
-    saved = tokenize.with_pairs, tokenize.shape_tokens
-    tokenize.with_pairs = lambda tokens, _chars: tokens
-    tokenize.shape_tokens = lambda _size, _tokens, _types: []
+    no_pairs = dataclasses.replace(core.active(), pair_tokens=lambda _tokens, _chars: [])
+    saved = tokenize.shape_of, core.active
+    tokenize.shape_of = lambda _size, _urls, _types: []
+    core.active = lambda: no_pairs  # this process only: a measurement, not a setting
     try:
         yield
     finally:
-        tokenize.with_pairs, tokenize.shape_tokens = saved
+        tokenize.shape_of, core.active = saved
 
 
 def one_pass(messages: list[LabelledMessage]) -> tuple[float, float]:
