@@ -1,7 +1,8 @@
 from typing import get_args
 
-from app.bayes.naive_bayes import NaiveBayesConfig, reads
+from app.bayes.naive_bayes import reads
 from app.bayes.scorers import EVENT_MODELS, SCORERS, EventModel, Reads, fallback
+from tests.bayes.engine_config import engine_config
 
 
 def test_the_registry_names_each_scorer_by_its_own_name_and_types_the_option():
@@ -18,5 +19,5 @@ def test_a_model_of_other_classes_falls_back_to_the_first_scorer_that_fits():
 
 def test_a_max_vocab_cut_reads_the_whole_table_whatever_the_scorer():
     for name, scorer in SCORERS.items():
-        assert reads(NaiveBayesConfig(event_model=name)) is scorer.reads
-        assert reads(NaiveBayesConfig(event_model=name, max_vocab=10)) is Reads.WHOLE_TABLE
+        assert reads(engine_config(event_model=name)) is scorer.reads
+        assert reads(engine_config(event_model=name, max_vocab=10)) is Reads.WHOLE_TABLE
