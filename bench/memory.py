@@ -26,7 +26,7 @@ from sqlalchemy import Connection
 from app.store.counts import CountDelta, add_class_totals, add_token_counts, insert_tokens
 from app.store.engine import Database
 from app.store.migrate import upgrade_schema
-from app.store.models import allocate_token_ids, find_model, lock_and_bump_generation
+from app.store.models import find_model, lock_model_row
 from app.text.core import CoreChoice
 from bench import data
 from bench.databases import database_bytes, fresh_database
@@ -49,8 +49,9 @@ def build_model(url: str, n_tokens: int, seed: int = 0) -> float:
             count = min(CHUNK, n_tokens - start)
 
             def work(conn: Connection, count: int = count) -> None:
-                generation = lock_and_bump_generation(conn, model.id, created_at=model.created_at)
-                first = allocate_token_ids(conn, model.id, count)
+                row = lock_model_row(conn, model.id, created_at=model.created_at)
+                generation = row.generation
+                first = row.allocate_token_ids(count)
                 ids = np.arange(first, first + count, dtype=np.int64)
                 texts = [f"w{token_id:07x}" for token_id in ids.tolist()]
                 insert_tokens(conn, model.id, first_id=first, texts=texts, generation=generation)
@@ -67,14 +68,16 @@ def build_model(url: str, n_tokens: int, seed: int = 0) -> float:
                 add_token_counts(conn, model.id, delta, generation=generation)
                 terms_total[0] += int(terms[classes == 0].sum())
                 terms_total[1] += int(terms[classes == 1].sum())
+                row.save(conn)
 
             db.run(work)
 
         def totals(conn: Connection) -> None:
-            lock_and_bump_generation(conn, model.id, created_at=model.created_at)
+            row = lock_model_row(conn, model.id, created_at=model.created_at)
             add_class_totals(
                 conn, model.id, class_docs=[5000, 5000], class_terms=terms_total.tolist()
             )
+            row.save(conn)
 
         db.run(totals)
     finally:

@@ -5,7 +5,7 @@ Trains the training split of a shared corpus (or an even sample of `--messages N
 through the service (batches of --batch messages, one transaction each) into a fresh database,
 then measures what spamsift's data takes: the SQLite file after VACUUM; PostgreSQL's tables
 with their indexes and TOAST after VACUUM, without the catalogs (Database.data_bytes). Prints a
-table and writes JSON (bench/results/storage_cost.json).
+table and writes JSON (bench/results/storage_cost.json, or --json FILE).
 
     python -m bench.storage_cost [--corpus spamassassin] [--messages N] [--postgres URL]
 
@@ -102,7 +102,8 @@ def main() -> None:
     parser.add_argument("--corpus", default="spamassassin")
     parser.add_argument("--messages", type=int, default=None, help="default: the whole split")
     parser.add_argument("--batch", type=int, default=500)
-    parser.add_argument("--postgres", default=postgres_server_url())
+    parser.add_argument("--postgres", default=postgres_server_url(), help='"": SQLite only')
+    parser.add_argument("--json", type=Path, default=Path("bench/results/storage_cost.json"))
     args = parser.parse_args()
     corpora = Path(os.environ.get("SPAMSIFT_CORPORA", "../shared/corpora"))
     corpus = corpora / args.corpus / "messages.jsonl.gz"
@@ -117,9 +118,8 @@ def main() -> None:
             f"{r['count_rows']:>8} {r['data_bytes']:>12} {r['bytes_per_message']:>9} "
             f"{r['bytes_per_token']:>8} {r['train_messages_per_second']:>11}"
         )
-    out = Path("bench/results")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "storage_cost.json").write_text(json.dumps(results, indent=2))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

@@ -29,10 +29,16 @@ The rows reuse the other parts' measurements, at their sizes, on the SpamAssassi
 Runs alternate between bogofilter and the two cores in process, and between the two cores for
 the 1 M-token model; each HTTP server (one per core) is measured in turn. Each figure is the
 median of the runs with its spread; a ratio is spamsift's median / bogofilter's median.
+
+    python -m bench.targets --verdicts FIGURES.json --json OUT.json
+
+gives the verdicts and the markdown table of figures given (see `verdicts`), measuring nothing:
+what tests/bench holds the table's logic to.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -568,3 +574,44 @@ def markdown(targets: list[Target], cores: tuple[str, ...]) -> list[str]:
         )
         lines.append("| " + " | ".join(values) + " |")
     return lines
+
+
+def verdicts(figures: dict[str, Any]) -> dict[str, Any]:
+    """The rows (as the JSON report has them) and the markdown table of targets given by their
+    figures: `targets`, each {name, goal, measured: {core: [values] | null}, bogofilter:
+    [values] | null, limit}; or `results` as `run` gathers them (a section null where it
+    failed) and the database `kinds`. `cores` names the cores."""
+    cores = tuple(figures["cores"])
+    if "results" in figures:
+        targets = target_rows(figures["results"], cores, figures["kinds"])
+    else:
+        targets = [
+            Target(
+                given["name"],
+                given["goal"],
+                {
+                    core: None if values is None else summary(values)
+                    for core, values in given["measured"].items()
+                },
+                None if given.get("bogofilter") is None else summary(given["bogofilter"]),
+                given.get("limit", 1.0),
+            )
+            for given in figures["targets"]
+        ]
+    return {
+        "targets": [target.as_dict(cores) for target in targets],
+        "markdown": markdown(targets, cores),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="the targets table of figures given")
+    parser.add_argument("--verdicts", type=Path, required=True, help="the figures (JSON)")
+    parser.add_argument("--json", type=Path, required=True, help="where to write the table")
+    args = parser.parse_args()
+    table = verdicts(json.loads(args.verdicts.read_text()))
+    args.json.write_text(json.dumps(table, indent=2, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()

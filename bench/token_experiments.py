@@ -10,20 +10,29 @@ run without differ only by that family.
   2007 Spam Track's leading filters (Sculley and Wachman's ROSVM; the OSBF-Lua family).
 - `hour`: the hour of the Date header (UTC) as `hour:h`, full view of raw mail only. (Size,
   links and share of HTML, measured here first, are now the tokenizer's `app.text.shape`.)
+
+    python -m bench.token_experiments MESSAGE --json OUT [--text]
+
+writes what the families make of one message (raw mail, or with --text a text) in each view,
+and with --text its tokens with case folded and kept: what tests/bench checks them by.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib
+import json
 import re
 import unicodedata
 import zlib
 from collections.abc import Callable, Iterator
 from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any
 
 from app.service.corpus import LabelledMessage
-from app.text import text_only
+from app.text import text_only, tokenize_text
 
 CHAR4_PREFIX_CHARS = 3000
 CHAR4_BUCKETS = 1 << 20
@@ -122,3 +131,33 @@ def case_kept() -> Iterator[None]:
             words._AT_DOMAIN,
             words.url_host,
         ) = saved  # type: ignore[assignment]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="what the candidate families make of a message")
+    parser.add_argument("message", type=Path, help="a raw message (or a text, with --text)")
+    parser.add_argument("--text", action="store_true", help="the file is a text, not mail")
+    parser.add_argument("--json", type=Path, required=True, help="where to write the figures")
+    args = parser.parse_args()
+    content = args.message.read_bytes()
+    message = (
+        LabelledMessage(id="m", label="ham", text=content.decode("utf-8"))
+        if args.text
+        else LabelledMessage(id="m", label="ham", raw=content)
+    )
+    report: dict[str, Any] = {
+        "char4_prefix_chars": CHAR4_PREFIX_CHARS,
+        **{
+            view: {family: added(message, text_only_view, {}) for family, added in ADDED.items()}
+            for view, text_only_view in (("full", False), ("text_only", True))
+        },
+    }
+    if message.text is not None:
+        with case_kept():
+            report["tokens_case_kept"] = sorted(tokenize_text(message.text).token_counts)
+        report["tokens_after"] = sorted(tokenize_text(message.text).token_counts)  # case folded
+    args.json.write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -45,6 +45,7 @@ def add_expire_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 
 def run_expire(args: argparse.Namespace) -> int:
+    from app.service.database import reclaim_space
     from app.service.expiry import expire_all, expire_tokens, prune_ledger, prune_ledgers
 
     settings = Settings()
@@ -74,7 +75,7 @@ def run_expire(args: argparse.Namespace) -> int:
                 else prune_ledgers(rt, keep=ledger_keep)
             )
         records = rt.expire()
-        pages = rt.db.reclaim_space()
+        pages = reclaim_space(rt)
     except SpamsiftError as error:
         print(f"spamsift expire: {error.message}", file=sys.stderr)
         return 1

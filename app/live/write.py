@@ -3,12 +3,13 @@
 Train, batch, feedback, forget, a bogofilter import and token expiry all go through
 `ModelWrite`, inside the caller's one transaction:
 
-1. take the model's row lock and bump its generation (writers of one model queue there, so
-   generations commit in order and a change feed read by generation misses nothing);
+1. take the model's row lock and read its next generation (writers of one model queue there,
+   so generations commit in order and a change feed read by generation misses nothing);
 2. catch this process's copy up to the generation before, so its token ids are exact
    (1 and 2: `ModelWrite.begin`);
 3. give new token texts ids (allocated under the lock) and store them;
-4. gather count changes (`add`), and store them as one sorted delta plus class totals;
+4. gather count changes (`add`), and store them as one sorted delta plus class totals, and
+   the new generation, token-id counter and vocabulary size in one update of the model's row;
 
 then, after the commit (`write_model` and its siblings share one runner), apply the same
 changes to the live copy in place, or read the change feed when another write came in between.
@@ -35,14 +36,7 @@ from app.store.counts import (
     insert_tokens,
 )
 from app.store.engine import Database
-from app.store.models import (
-    ModelRow,
-    add_vocabulary,
-    allocate_token_ids,
-    bump_epoch,
-    lock_and_bump_generation,
-    read_vocabulary,
-)
+from app.store.models import LockedModelRow, ModelRow, lock_model_row
 
 T = TypeVar("T")
 
@@ -76,19 +70,17 @@ class TokenLimits:
             if unknown > 2 * self.new_per_write:
                 self.check_request(unknown)
 
-    def check(self, conn: Connection, model_id: int, *, new: int, earlier: int) -> None:
+    def check(self, vocabulary: int, *, new: int, earlier: int) -> None:
         """TooManyNewTokens when `new` more tokens (after `earlier` in this write) pass a
-        bound; the model's vocabulary is read only where it is bounded."""
+        bound on a model of `vocabulary` tokens."""
         self.check_request(earlier + new)
-        if self.per_model:
-            vocabulary = read_vocabulary(conn, model_id)
-            if vocabulary + earlier + new > self.per_model:
-                raise TooManyNewTokens(
-                    f"the model has {vocabulary} tokens; {earlier + new} new ones would pass "
-                    f"the {self.per_model} it may hold until token expiry runs (SPAMSIFT_MAX_"
-                    "TOKENS_PER_MODEL plus as much again, or plus SPAMSIFT_MAX_NEW_TOKENS_PER_"
-                    "REQUEST where that is more); retry after expiry made room"
-                )
+        if self.per_model and vocabulary + earlier + new > self.per_model:
+            raise TooManyNewTokens(
+                f"the model has {vocabulary} tokens; {earlier + new} new ones would pass "
+                f"the {self.per_model} it may hold until token expiry runs (SPAMSIFT_MAX_"
+                "TOKENS_PER_MODEL plus as much again, or plus SPAMSIFT_MAX_NEW_TOKENS_PER_"
+                "REQUEST where that is more); retry after expiry made room"
+            )
 
 
 NO_TOKEN_LIMITS = TokenLimits()
@@ -101,13 +93,14 @@ class ModelWrite:
         self,
         conn: Connection,
         live: LiveModel,
-        generation: int,
+        row: LockedModelRow,
         limits: TokenLimits = NO_TOKEN_LIMITS,
     ) -> None:
         self.conn = conn
         self.live = live
         self.limits = limits
-        self.generation = generation
+        self.row = row
+        self.generation = row.generation
         self._changes = _CountChanges(len(live.classes))
         self._new_ids: list[IntArray] = []
         self._new_texts: list[str] = []
@@ -120,11 +113,9 @@ class ModelWrite:
     ) -> ModelWrite:
         """Take the model's row lock and its next generation, and catch this process's copy
         up to the generation before, so its token ids are exact."""
-        generation = lock_and_bump_generation(
-            conn, live.id, created_at=live.created_at, epoch=live.epoch
-        )
-        live.catch_up(conn, generation - 1)
-        return cls(conn, live, generation, limits)
+        row = lock_model_row(conn, live.id, created_at=live.created_at, epoch=live.epoch)
+        live.catch_up(conn, row.generation - 1)
+        return cls(conn, live, row, limits)
 
     @property
     def model_id(self) -> int:
@@ -156,10 +147,8 @@ class ModelWrite:
         unknown = np.flatnonzero(distinct_ids < 0)
         new_texts = [distinct[position] for position in unknown.tolist()]
         if new_texts:
-            self.limits.check(
-                self.conn, self.live.id, new=len(new_texts), earlier=len(self._new_texts)
-            )
-            first_id = allocate_token_ids(self.conn, self.live.id, len(new_texts))
+            self.limits.check(self.row.vocabulary, new=len(new_texts), earlier=len(self._new_texts))
+            first_id = self.row.allocate_token_ids(len(new_texts))
             insert_tokens(
                 self.conn,
                 self.live.id,
@@ -205,8 +194,8 @@ class ModelWrite:
         self._changes.class_terms -= terms.sum(axis=1)
         delete_tokens(self.conn, self.live.id, sorted(token_ids.tolist()))
         trained = int(np.count_nonzero(docs.sum(axis=0)))
-        add_vocabulary(self.conn, self.live.id, -trained)
-        bump_epoch(self.conn, self.live.id)
+        self.row.add_vocabulary(-trained)
+        self.row.bump_epoch()
         self._removed = True
         return trained
 
@@ -234,13 +223,14 @@ class ModelWrite:
                 generation=self.generation,
                 new_from=int(self._new_ids[0][0]) if self._new_ids else None,
             )
-            add_vocabulary(self.conn, self.live.id, self._vocabulary_change(delta))
             add_class_totals(
                 self.conn,
                 self.live.id,
                 class_docs=self._changes.class_docs.tolist(),
                 class_terms=self._changes.class_terms.tolist(),
             )
+            self.row.add_vocabulary(self._vocabulary_change(delta))
+            self.row.save(self.conn)
             self._stored = delta
         return self._stored
 

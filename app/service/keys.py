@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
@@ -33,6 +33,9 @@ from app.store import Connection
 from app.store import keys as store
 from app.store.engine import Database
 from app.store.models import find_model
+
+if TYPE_CHECKING:
+    from app.service.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -124,8 +127,13 @@ def check_model_names(names: Iterable[str]) -> tuple[str, ...]:
     return checked
 
 
+def _database(where: Runtime | Database) -> Database:
+    """The server's routes hand their Runtime, a local command its database."""
+    return where if isinstance(where, Database) else where.db
+
+
 def create_key(
-    db: Database,
+    where: Runtime | Database,
     *,
     scopes: Iterable[str],
     models: Iterable[str] | None = None,
@@ -167,7 +175,7 @@ def create_key(
             if row is not None:
                 return key, _key(row)
 
-    return db.run(work)
+    return _database(where).run(work)
 
 
 def seed_admin_key(db: Database, key: str) -> ApiKey:
@@ -192,11 +200,11 @@ def seed_admin_key(db: Database, key: str) -> ApiKey:
     return db.run(work)
 
 
-def list_keys(db: Database) -> list[ApiKey]:
-    return [_key(row) for row in db.run(store.list_keys, write=False)]
+def list_keys(where: Runtime | Database) -> list[ApiKey]:
+    return [_key(row) for row in _database(where).run(store.list_keys, write=False)]
 
 
-def revoke_key(db: Database, *, key: str, over_http: bool = False) -> ApiKey:
+def revoke_key(where: Runtime | Database, *, key: str, over_http: bool = False) -> ApiKey:
     """Revoke a key named by its key id (as `keys list` shows it) or given whole.
 
     The last admin key for every model is not revoked while other keys remain (see
@@ -217,7 +225,7 @@ def revoke_key(db: Database, *, key: str, over_http: bool = False) -> ApiKey:
         assert revoked is not None
         return _key(revoked)
 
-    return db.run(work)
+    return _database(where).run(work)
 
 
 def keep_an_admin_key(conn: Connection, row: store.KeyRow, *, even_alone: bool) -> None:

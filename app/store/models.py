@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -252,13 +252,60 @@ def delete_model(conn: Connection, model_id: int) -> None:
     conn.execute(delete(models).where(models.c.id == model_id))
 
 
-def lock_and_bump_generation(
-    conn: Connection, model_id: int, *, created_at: datetime, epoch: int | None = None
-) -> int:
-    """Start a write on the model: take its row lock and return the new generation.
+@dataclass
+class LockedModelRow:
+    """A model's row, locked for one write: the write's generation and the row's counters as
+    they stand under the lock. The write's changes gather here and reach the row in one UPDATE
+    (`save`), in the same transaction, so the new generation and the counts it brings commit
+    together."""
 
-    Writers of one model queue here (PostgreSQL row lock; SQLite's database lock is already
-    held), so generations commit in order and a change feed read by generation misses nothing.
+    model_id: int
+    generation: int  # the write's: one past the stored generation
+    n_tokens: int  # token ids given so far, with those this write allocated
+    vocabulary: int  # the stored vocabulary size, with this write's changes so far
+    _allocated: int = field(default=0, init=False)
+    _vocabulary_change: int = field(default=0, init=False)
+    _epoch_bumped: bool = field(default=False, init=False)
+
+    def allocate_token_ids(self, count: int) -> int:
+        """Reserve `count` dense token ids; return the first (exact: the row is locked)."""
+        first = self.n_tokens
+        self.n_tokens += count
+        self._allocated += count
+        return first
+
+    def add_vocabulary(self, change: int) -> None:
+        """Move the model's vocabulary size by `change`."""
+        self.vocabulary += change
+        self._vocabulary_change += change
+
+    def bump_epoch(self) -> None:
+        """Tell every process holding the model to read it again (tokens were deleted)."""
+        self._epoch_bumped = True
+
+    def save(self, conn: Connection) -> None:
+        """Store the generation and the changes in the row's one UPDATE of this write."""
+        # Increments, not the values read: the same under the lock, and exact without it.
+        conn.execute(
+            update(models)
+            .where(models.c.id == self.model_id)
+            .values(
+                generation=models.c.generation + 1,
+                n_tokens=models.c.n_tokens + self._allocated,
+                vocabulary=models.c.vocabulary + self._vocabulary_change,
+                epoch=models.c.epoch + int(self._epoch_bumped),
+            )
+        )
+
+
+def lock_model_row(
+    conn: Connection, model_id: int, *, created_at: datetime, epoch: int | None = None
+) -> LockedModelRow:
+    """Start a write on the model: take its row lock and read the write's generation.
+
+    Writers of one model queue here (PostgreSQL row lock, the one an UPDATE takes, so inserts
+    that reference the model do not wait; SQLite's database lock is already held), so
+    generations commit in order and a change feed read by generation misses nothing.
     `created_at` tells the model apart from a later one that got the same id (SQLite reuses
     the highest id after a delete): ModelNotFound unless the row is the model the caller holds.
     With `epoch`, also ModelNotFound when tokens expired since the caller read the model (its
@@ -267,43 +314,19 @@ def lock_and_bump_generation(
     matching = [models.c.id == model_id, models.c.created_at == created_at]
     if epoch is not None:
         matching.append(models.c.epoch == epoch)
-    generation = conn.execute(
-        update(models)
+    row = conn.execute(
+        select(models.c.generation, models.c.n_tokens, models.c.vocabulary)
         .where(*matching)
-        .values(generation=models.c.generation + 1)
-        .returning(models.c.generation)
-    ).scalar_one_or_none()
-    if generation is None:
+        .with_for_update(key_share=True)
+    ).first()
+    if row is None:
         raise ModelNotFound(f"model {model_id} was deleted")
-    return int(generation)
-
-
-def allocate_token_ids(conn: Connection, model_id: int, count: int) -> int:
-    """Reserve `count` dense token ids; return the first. Call under the model's lock."""
-    end = conn.execute(
-        update(models)
-        .where(models.c.id == model_id)
-        .values(n_tokens=models.c.n_tokens + count)
-        .returning(models.c.n_tokens)
-    ).scalar_one()
-    return int(end) - count
-
-
-def read_vocabulary(conn: Connection, model_id: int) -> int:
-    """The model's vocabulary size: tokens with a trained message (under the model's lock)."""
-    return int(
-        conn.execute(select(models.c.vocabulary).where(models.c.id == model_id)).scalar_one()
+    return LockedModelRow(
+        model_id=model_id,
+        generation=int(row.generation) + 1,
+        n_tokens=int(row.n_tokens),
+        vocabulary=int(row.vocabulary),
     )
-
-
-def add_vocabulary(conn: Connection, model_id: int, change: int) -> None:
-    """Move the model's vocabulary size by `change` (under the model's lock)."""
-    if change:
-        conn.execute(
-            update(models)
-            .where(models.c.id == model_id)
-            .values(vocabulary=models.c.vocabulary + change)
-        )
 
 
 def recount_vocabulary(conn: Connection, model_id: int) -> None:
@@ -314,11 +337,6 @@ def recount_vocabulary(conn: Connection, model_id: int) -> None:
         .scalar_subquery()
     )
     conn.execute(update(models).where(models.c.id == model_id).values(vocabulary=counted))
-
-
-def bump_epoch(conn: Connection, model_id: int) -> None:
-    """Tell every process holding the model to read it again (tokens were deleted)."""
-    conn.execute(update(models).where(models.c.id == model_id).values(epoch=models.c.epoch + 1))
 
 
 def read_generation(

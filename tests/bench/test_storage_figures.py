@@ -1,16 +1,17 @@
-"""docs/installation.md's storage table stays true: `bench.storage_cost` run on an even sample
-of the corpus it names measures bytes per trained message and per distinct token within a
-factor of the documented ones (a smaller sample shares fewer tokens between messages, and the
-documented run is the whole training split: a factor, not equality)."""
+"""docs/installation.md's storage table stays true: `python -m bench.storage_cost` run on an
+even sample of the corpus it names measures bytes per trained message and per distinct token
+within a factor of the documented ones (a smaller sample shares fewer tokens between messages,
+and the documented run is the whole training split: a factor, not equality)."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
-from bench.storage_cost import run
-from tests.conftest import REPO, corpus_path
+from tests.bench import run_bench
+from tests.conftest import REPO
 from tests.postgres import POSTGRES_URL
 
 INSTALLATION = REPO / "docs" / "installation.md"
@@ -44,12 +45,18 @@ def bytes_of(cell: str) -> float:
 
 @pytest.mark.corpus
 @pytest.mark.timeout(900)
-def test_the_documented_storage_figures_hold_within_a_factor() -> None:
-    corpus = corpus_path("spamassassin")
+def test_the_documented_storage_figures_hold_within_a_factor(tmp_path: Path) -> None:
     documented = documented_figures()
     assert set(documented) == {"sqlite", "postgresql"}
 
-    measured = run(corpus, messages=SAMPLE_MESSAGES, postgres=POSTGRES_URL)
+    measured = run_bench(
+        "bench.storage_cost",
+        *("--corpus", "spamassassin", "--messages", str(SAMPLE_MESSAGES)),
+        *("--postgres", POSTGRES_URL or ""),
+        needs="spamassassin",
+        folder=tmp_path,
+        timeout_seconds=880,
+    ).report
 
     for result in measured:
         said = documented[result["database"]]

@@ -1,34 +1,42 @@
-"""The candidate token families of `bench.accuracy --add` and `--keep-case` (sanity only)."""
+"""The candidate token families of `bench.accuracy --add` and `--keep-case` (sanity only), as
+`python -m bench.token_experiments` reports them."""
 
-from app.service.corpus import LabelledMessage
-from app.text import tokenize_text
-from bench.token_experiments import CHAR4_PREFIX_CHARS, case_kept, char4_tokens, hour_tokens
+from pathlib import Path
+from typing import Any
 
-MAIL = LabelledMessage(
-    id="m1",
-    label="spam",
-    raw=b"Date: Tue, 01 Oct 2002 23:30:00 -0200\nSubject: Hi\n\n" + b"FREE offer " * 1000,
-)
+from tests.bench import run_bench
+
+MAIL = b"Date: Tue, 01 Oct 2002 23:30:00 -0200\nSubject: Hi\n\n" + b"FREE offer " * 1000
 
 
-def test_char4_tokens_are_binary_hashed_and_read_only_the_first_characters():
-    tokens = char4_tokens(MAIL, False, {})
+def families(folder: Path, content: bytes, *options: str) -> dict[str, Any]:
+    message = folder / "message"
+    message.write_bytes(content)
+    return run_bench("bench.token_experiments", str(message), *options, folder=folder).report
+
+
+def test_char4_tokens_are_binary_hashed_and_read_only_the_first_characters(
+    tmp_path: Path,
+) -> None:
+    report = families(tmp_path, MAIL)
+    tokens = report["full"]["char4"]
     assert set(tokens.values()) == {1}
     assert all(token.startswith("c4:") and len(token) == 8 for token in tokens)
-    assert len(tokens) <= CHAR4_PREFIX_CHARS
-    assert char4_tokens(LabelledMessage(id="e", label="ham", text=""), False, {}) == {}
+    assert len(tokens) <= report["char4_prefix_chars"]
+    assert families(tmp_path, b"", "--text")["full"]["char4"] == {}
 
 
-def test_hour_is_that_of_the_date_header_in_utc_and_only_in_the_full_view():
-    assert hour_tokens(MAIL, False, {}) == {"hour:1": 1}
-    assert hour_tokens(MAIL, True, {}) == {}
-    undated = LabelledMessage(id="u", label="ham", raw=b"Subject: x\n\nhi")
-    assert hour_tokens(undated, False, {}) == {"hour:none": 1}
+def test_hour_is_that_of_the_date_header_in_utc_and_only_in_the_full_view(
+    tmp_path: Path,
+) -> None:
+    report = families(tmp_path, MAIL)
+    assert report["full"]["hour"] == {"hour:1": 1}
+    assert report["text_only"]["hour"] == {}
+    undated = families(tmp_path, b"Subject: x\n\nhi")
+    assert undated["full"]["hour"] == {"hour:none": 1}
 
 
-def test_case_kept_only_inside_its_block():
-    text = "FREE Money at http://Example.COM/Win"
-    with case_kept():
-        kept = tokenize_text(text).token_counts
-    assert {"FREE", "Money", "url:example.com", "urlpath:Win"} <= set(kept)
-    assert {"free", "money", "url:example.com"} <= set(tokenize_text(text).token_counts)
+def test_case_kept_only_inside_its_block(tmp_path: Path) -> None:
+    report = families(tmp_path, b"FREE Money at http://Example.COM/Win", "--text")
+    assert {"FREE", "Money", "url:example.com", "urlpath:Win"} <= set(report["tokens_case_kept"])
+    assert {"free", "money", "url:example.com"} <= set(report["tokens_after"])

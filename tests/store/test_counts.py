@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 
 import numpy as np
 import pytest
+from sqlalchemy import Connection
 
 from app.config import Settings
 from app.errors import NotTrained
@@ -26,7 +28,7 @@ from app.store.counts import (
     read_token_counts,
 )
 from app.store.engine import Database
-from app.store.models import allocate_token_ids, find_model, lock_and_bump_generation
+from app.store.models import find_model, lock_model_row
 from tests.builders import counts_from_ledger, ham_text, spam_text, stored_cells, train_examples
 
 
@@ -54,10 +56,18 @@ def new_tokens(db: Database, model_id: int, texts: list[str]) -> int:
     with db.transaction(write=False) as conn:
         created_at = find_model(conn, "default").created_at
     with db.transaction() as conn:
-        generation = lock_and_bump_generation(conn, model_id, created_at=created_at)
-        first = allocate_token_ids(conn, model_id, len(texts))
-        insert_tokens(conn, model_id, first_id=first, texts=texts, generation=generation)
+        row = lock_model_row(conn, model_id, created_at=created_at)
+        first = row.allocate_token_ids(len(texts))
+        insert_tokens(conn, model_id, first_id=first, texts=texts, generation=row.generation)
+        row.save(conn)
     return first
+
+
+def next_generation(conn: Connection, model_id: int, *, created_at: datetime) -> int:
+    """Take the model's row lock and store its next generation (a write without tokens)."""
+    row = lock_model_row(conn, model_id, created_at=created_at)
+    row.save(conn)
+    return row.generation
 
 
 def test_upserts_add_deltas_exactly(db: Database) -> None:
@@ -73,7 +83,7 @@ def test_upserts_add_deltas_exactly(db: Database) -> None:
         [(a, 0, -1, -3), (b, 1, -1, -1)],
     ):
         with db.transaction() as conn:
-            generation = lock_and_bump_generation(conn, model_id, created_at=created_at)
+            generation = next_generation(conn, model_id, created_at=created_at)
             add_token_counts(conn, model_id, delta(rows), generation=generation)
 
     with db.transaction(write=False) as conn:
@@ -87,13 +97,13 @@ def test_the_change_feed_returns_what_changed_after_a_generation(db: Database) -
     model_id, created_at = model.id, model.created_at
     first = new_tokens(db, model_id, ["old", "both"])
     with db.transaction() as conn:
-        g1 = lock_and_bump_generation(conn, model_id, created_at=created_at)
+        g1 = next_generation(conn, model_id, created_at=created_at)
         add_token_counts(
             conn, model_id, delta([(first, 0, 1, 1), (first + 1, 0, 1, 2)]), generation=g1
         )
     late = new_tokens(db, model_id, ["new"])
     with db.transaction() as conn:
-        g2 = lock_and_bump_generation(conn, model_id, created_at=created_at)
+        g2 = next_generation(conn, model_id, created_at=created_at)
         add_token_counts(
             conn, model_id, delta([(first + 1, 1, 1, 5), (late, 1, 1, 1)]), generation=g2
         )
@@ -230,7 +240,7 @@ def test_the_bulk_read_of_a_model_equals_its_rows_read_one_by_one(
     texts = ["plain", "größe", "日本語", "a\x1fb", "emoji\U0001f600", "x" * 200, "z"]
     first = new_tokens(db, model_id, texts)
     with db.transaction() as conn:
-        g1 = lock_and_bump_generation(conn, model_id, created_at=created_at)
+        g1 = next_generation(conn, model_id, created_at=created_at)
         add_token_counts(
             conn,
             model_id,
@@ -240,7 +250,7 @@ def test_the_bulk_read_of_a_model_equals_its_rows_read_one_by_one(
         delete_tokens(conn, model_id, [first + 1, first + 5])
     later = new_tokens(db, model_id, ["later\x1f", "más"])
     with db.transaction() as conn:
-        g2 = lock_and_bump_generation(conn, model_id, created_at=created_at)
+        g2 = next_generation(conn, model_id, created_at=created_at)
         add_token_counts(
             conn, model_id, delta([(first, 1, 3, 3), (later + 1, 0, 1, 1)]), generation=g2
         )
@@ -292,7 +302,7 @@ def test_bulk_writes_store_exactly_what_a_row_by_row_reference_computes(db: Data
     expected: dict[tuple[int, int], tuple[int, int]] = {}
     for _ in range(4):
         with db.transaction() as conn:
-            generation = lock_and_bump_generation(conn, model_id, created_at=created_at)
+            generation = next_generation(conn, model_id, created_at=created_at)
             for _ in range(2):  # two deltas in one transaction
                 cells = sorted(
                     {(first + int(t), int(c)) for t, c in rng.integers(0, [8, 2], (6, 2))}
@@ -334,7 +344,7 @@ def test_a_model_loaded_part_by_part_equals_the_model_read_whole(
         model = find_model(conn, "default")
     model_id, created_at = model.id, model.created_at
     with db.transaction() as conn:
-        generation = lock_and_bump_generation(conn, model_id, created_at=created_at)
+        generation = next_generation(conn, model_id, created_at=created_at)
         add_class_totals(conn, model_id, class_docs=[3, 4], class_terms=[30, 40])
     empty = LiveModel.load(db, "default", engine_config)
     assert empty.table.n_tokens == 0
@@ -345,7 +355,7 @@ def test_a_model_loaded_part_by_part_equals_the_model_read_whole(
     texts = [f"w{i}" for i in range(9)] + ["größe", "日本語", "a\x1fb"]
     first = new_tokens(db, model_id, texts)
     with db.transaction() as conn:
-        generation = lock_and_bump_generation(conn, model_id, created_at=created_at)
+        generation = next_generation(conn, model_id, created_at=created_at)
         add_token_counts(
             conn,
             model_id,

@@ -11,7 +11,7 @@ from sqlalchemy import text
 from app.service.models import create_model
 from app.service.runtime import Runtime
 from app.store.counts import CountDelta, add_token_counts, insert_tokens
-from app.store.models import allocate_token_ids, find_model, lock_and_bump_generation
+from app.store.models import find_model, lock_model_row
 
 # Each write: new token texts, then count rows (token position among all texts, class, docs,
 # terms): the first write's tokens are all new, the second's partly.
@@ -26,8 +26,9 @@ def write(rt: Runtime, model: str, *, new_rows_inserted: bool) -> None:
     for new_texts, rows in WRITES:
         with rt.db.transaction() as conn:
             row = find_model(conn, model)
-            generation = lock_and_bump_generation(conn, row.id, created_at=row.created_at)
-            first = allocate_token_ids(conn, row.id, len(new_texts))
+            locked = lock_model_row(conn, row.id, created_at=row.created_at)
+            generation = locked.generation
+            first = locked.allocate_token_ids(len(new_texts))
             insert_tokens(conn, row.id, first_id=first, texts=new_texts, generation=generation)
             texts += new_texts
             ids = {position: position for position in range(len(texts))}  # ids are dense
@@ -42,6 +43,7 @@ def write(rt: Runtime, model: str, *, new_rows_inserted: bool) -> None:
                 generation=generation,
                 new_from=first if new_rows_inserted else None,
             )
+            locked.save(conn)
 
 
 def count_rows(rt: Runtime, model: str) -> list[tuple[Any, ...]]:

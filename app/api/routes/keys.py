@@ -57,7 +57,7 @@ def whoami(key: Annotated[ApiKey | None, any_key()]) -> Identity:
 @router.get("", dependencies=[requires("admin")], responses=error_responses(503))
 def list_all(rt: RuntimeDep) -> KeyList:
     """List every API key, revoked ones too, without their secrets."""
-    return KeyList(keys=list_keys(rt.db))
+    return KeyList(keys=list_keys(rt))
 
 
 async def _create_key_input(request: Request) -> CreateKeyRequest:
@@ -79,7 +79,7 @@ def create(
     every model exists (development mode), only such a key is made (409 `last_admin_key`
     otherwise): any other would lock its maker out."""
     secret, key = create_key(
-        rt.db, scopes=body.scopes, models=body.models, name=body.name, over_http=True
+        rt, scopes=body.scopes, models=body.models, name=body.name, over_http=True
     )
     request.app.state.key_guard.invalidate()  # this process knows the new key at once
     return CreatedKey(**asdict(key), key=secret)
@@ -96,6 +96,6 @@ def revoke(
     """Revoke a key by its id: refused at once by this server, within a second by others.
     The last admin key for every model is not revoked (409 `last_admin_key`): make another
     first, so that someone can still manage keys."""
-    revoked = revoke_key(rt.db, key=key_id, over_http=True)
+    revoked = revoke_key(rt, key=key_id, over_http=True)
     request.app.state.key_guard.invalidate()
     return revoked

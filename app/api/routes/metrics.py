@@ -42,6 +42,7 @@ from starlette.responses import Response as StarletteResponse
 
 from app.api.auth import AUTH_ERRORS, requires
 from app.errors import DatabaseUnavailable, SpamsiftError
+from app.service.database import database_condition
 from app.service.model_figures import (
     DatabaseCondition,
     Event,
@@ -134,7 +135,7 @@ class ModelCollector(Collector):
         )
         figures = [] if self._kept is None else self._kept[1]
         age = None if self._kept is None else time.time() - self._kept[0]
-        database = _database_families((self.runtime.db.condition, age))
+        database = _database_families((database_condition(self.runtime), age))
         return iter(_model_families(figures) + held + database)
 
 
