@@ -119,6 +119,19 @@ def log_prior(class_docs: IntArray, prior: Prior) -> FloatArray:
         return np.log(counts) - math.log(total)
 
 
+def vocabulary_of(total_docs: IntArray, tokens: TokenIndex, config: NaiveBayesConfig) -> BoolArray:
+    """The mask of V that `config` selects from every token's docs, `total_docs`."""
+    return vocabulary_mask(
+        total_docs,
+        tokens,
+        min_df=config.min_df,
+        max_vocab=config.max_vocab,
+        stop_words=config.stop_words,
+        # Stop words looked up, not every token's text compared: 2.6 s on 694,467 tokens.
+        token_lookup=partial(tokens.lookup, exact=True),
+    )
+
+
 def vocabulary_totals(
     token_docs: IntArray,
     token_terms: IntArray,
@@ -376,15 +389,7 @@ class Classifier:
         return Changes(token_ids, old_docs, old_terms, full[token_ids])
 
     def _full_mask(self) -> BoolArray:
-        config = self.config
-        return vocabulary_mask(
-            self.table.token_docs.sum(axis=0),
-            self.table.tokens,
-            min_df=config.min_df,
-            max_vocab=config.max_vocab,
-            stop_words=config.stop_words,
-            token_lookup=partial(self.table.lookup, exact=True),
-        )
+        return vocabulary_of(self.table.token_docs.sum(axis=0), self.table.tokens, self.config)
 
     def _clues(
         self, token_ids: IntArray, favoured: IntArray, strength: FloatArray, limit: int
@@ -434,15 +439,7 @@ def top_tokens(
     log-likelihood ratio against the other classes pooled (`Scorer.token_ratios`). Only
     positive ratios are listed, strongest first, ties by token text (the dashboard's list).
     """
-    mask = vocabulary_mask(
-        table.token_docs.sum(axis=0),
-        table.tokens,
-        min_df=config.min_df,
-        max_vocab=config.max_vocab,
-        stop_words=config.stop_words,
-        # Stop words looked up, not every token's text compared: 2.6 s on 694,467 tokens.
-        token_lookup=partial(table.lookup, exact=True),
-    )
+    mask = vocabulary_of(table.token_docs.sum(axis=0), table.tokens, config)
     return top_tokens_of(
         table.token_docs,
         table.token_terms,

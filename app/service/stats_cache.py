@@ -20,13 +20,11 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
 from typing import Any
 
 import numpy as np
 
-from app.bayes.naive_bayes import NaiveBayesConfig, top_tokens_of
-from app.bayes.vocabulary import vocabulary_mask
+from app.bayes.naive_bayes import NaiveBayesConfig, top_tokens_of, vocabulary_of
 from app.live.held import LiveModel
 
 # Entries of a few dozen tokens each: ten thousand models cost a few megabytes at most.
@@ -122,14 +120,7 @@ def _rank(live: LiveModel, *, limit: int) -> tuple[_Key, TokenFigures]:
         class_docs = table.class_docs.copy()
         tokens = table.tokens.copy()
     total_docs = token_docs.sum(axis=0)
-    in_vocabulary = vocabulary_mask(
-        total_docs,
-        tokens,
-        min_df=config.min_df,
-        max_vocab=config.max_vocab,
-        stop_words=config.stop_words,
-        token_lookup=partial(tokens.lookup, exact=True),
-    )
+    in_vocabulary = vocabulary_of(total_docs, tokens, config)
     trained = bool(class_docs.size) and bool(np.all(class_docs > 0))
     top = (
         top_tokens_of(
