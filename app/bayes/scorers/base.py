@@ -12,7 +12,7 @@ import abc
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import numpy as np
 import scipy.sparse
@@ -123,6 +123,25 @@ class Cache(Protocol):
         ...
 
 
+class TokenCache:
+    """What the caches of weights per token of V share: the mask of V they were built for,
+    its size, and the weights (token-major, so X @ weights needs no copy), grown as the table."""
+
+    def __init__(self, alpha: float, n_columns: int) -> None:
+        self.alpha = alpha
+        self.generation: int | None = None
+        self.mask: BoolArray = np.zeros(0, dtype=np.bool_)
+        self.vocab_size = 0
+        self.weights: FloatArray = np.zeros((0, n_columns))
+
+    def grow(self, n_tokens: int) -> None:
+        self.mask = grown(self.mask, n_tokens)
+        self.weights = grown(self.weights, n_tokens)
+
+
+CacheT = TypeVar("CacheT", bound=Cache)
+
+
 class Scoring(abc.ABC):
     """One scorer bound to one classifier (`model`): its caches, and the scores made with them.
     By default the tokens that take part are the message's tokens of V.
@@ -152,6 +171,17 @@ class Scoring(abc.ABC):
     def contributions(self, x_row: scipy.sparse.csr_array) -> tuple[IntArray, IntArray, FloatArray]:
         """For one message's tokens that took part: (token id, the class it speaks for, by how
         much), for `Classifier.explain`."""
+
+
+class CachedScoring(Scoring, Generic[CacheT]):
+    """A scoring from one cache, brought up to the table's generation before each use."""
+
+    def __init__(self, model: Model, cache: CacheT) -> None:
+        super().__init__(model)
+        self.cache = cache
+
+    def warm(self) -> None:
+        self.model.refresh(self.cache)
 
 
 class Scorer(abc.ABC):
