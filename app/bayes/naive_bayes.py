@@ -22,12 +22,13 @@ import scipy.sparse
 from numpy.typing import ArrayLike
 from pydantic import Field
 
-from app.bayes.counts import BoolArray, CountArray, CountTable, FloatArray, IntArray, _as_csr
+from app.bayes.counts import BoolArray, CountTable, FloatArray, IntArray, _as_csr
 from app.bayes.scorers import EventModel, scorer
 from app.bayes.scorers.base import (
     SPAM_CLASSES,
     Cache,
     Changes,
+    ClassCounts,
     Reads,
     Scorer,
     Scoring,
@@ -440,37 +441,24 @@ def top_tokens(
     positive ratios are listed, strongest first, ties by token text (the dashboard's list).
     """
     mask = vocabulary_of(table.token_docs.sum(axis=0), table.tokens, config)
-    return top_tokens_of(
-        table.token_docs,
-        table.token_terms,
-        table.class_docs,
-        table.classes,
-        table.tokens,
-        np.flatnonzero(mask),
-        config,
-        limit=limit,
-    )
+    counts = ClassCounts(table.token_docs, table.token_terms, table.class_docs, table.classes)
+    return top_tokens_of(counts, table.tokens, np.flatnonzero(mask), config, limit=limit)
 
 
 def top_tokens_of(
-    token_docs: CountArray,
-    token_terms: CountArray,
-    class_docs: IntArray,
-    classes: Sequence[str],
+    counts: ClassCounts,
     tokens: TokenIndex,
     token_ids: IntArray,
     config: NaiveBayesConfig,
     *,
     limit: int = 20,
 ) -> dict[str, list[tuple[str, float]]]:
-    """`top_tokens` over count arrays (n_classes, n_tokens) and the ids of V, `token_ids`:
-    for a copy of a table's arrays, ranked while the table itself goes on changing."""
-    ratios = scorer(config.event_model).token_ratios(
-        token_docs, token_terms, class_docs, classes, token_ids, config
-    )
+    """`top_tokens` over `counts` and the ids of V, `token_ids`: for a copy of a table's
+    counts, ranked while the table itself goes on changing."""
+    ratios = scorer(config.event_model).token_ratios(counts, token_ids, config)
     return {
         name: _strongest(ratios[class_index], token_ids, tokens, limit)
-        for class_index, name in enumerate(classes)
+        for class_index, name in enumerate(counts.classes)
     }
 
 

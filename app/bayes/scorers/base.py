@@ -59,6 +59,17 @@ class VocabularyTotals:
 
 
 @dataclass(frozen=True)
+class ClassCounts:
+    """A table's counts, or a copy of them: docs and terms per class (rows) and token, and
+    trained messages per class."""
+
+    token_docs: CountArray
+    token_terms: CountArray
+    class_docs: IntArray
+    classes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Changes:
     """What a cache synced at an older generation must update: these token ids, their docs
     and terms at that generation, and whether each is in V now."""
@@ -204,13 +215,7 @@ class Scorer(abc.ABC):
 
     @abc.abstractmethod
     def token_ratios(
-        self,
-        token_docs: CountArray,
-        token_terms: CountArray,
-        class_docs: IntArray,
-        classes: Sequence[str],
-        token_ids: IntArray,
-        options: Options,
+        self, counts: ClassCounts, token_ids: IntArray, options: Options
     ) -> FloatArray:
         """Per class and token of `token_ids` (the ids of V), the log-likelihood ratio of the
         token for the class against the other classes pooled, shape (n_classes, n): what

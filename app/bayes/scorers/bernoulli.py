@@ -8,17 +8,17 @@ with 1 - p_cw = (N_c - D_cw + alpha) / (N_c + 2·alpha).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import scipy.sparse
 from numpy.typing import NDArray
 
-from app.bayes.counts import BoolArray, CountArray, CountTable, FloatArray, IntArray
+from app.bayes.counts import BoolArray, CountTable, FloatArray, IntArray
 from app.bayes.scorers.base import (
     CachedScoring,
     Changes,
+    ClassCounts,
     Model,
     Options,
     Reads,
@@ -150,19 +150,13 @@ class Bernoulli(Scorer):
         return _Scoring(model, _Cache(len(model.table.classes), model.options.alpha))
 
     def token_ratios(
-        self,
-        token_docs: CountArray,
-        token_terms: CountArray,
-        class_docs: IntArray,
-        classes: Sequence[str],
-        token_ids: IntArray,
-        options: Options,
+        self, counts: ClassCounts, token_ids: IntArray, options: Options
     ) -> FloatArray:
         """log p_cw - log p_¬c,w."""
         alpha = options.alpha
-        docs = token_docs[:, token_ids].astype(np.float64)
+        docs = counts.token_docs[:, token_ids].astype(np.float64)
         others = docs.sum(axis=0) - docs
-        messages = np.asarray(class_docs, dtype=np.float64)[:, None]
+        messages = np.asarray(counts.class_docs, dtype=np.float64)[:, None]
         other_messages = messages.sum() - messages
         ratios: FloatArray = (log_present(docs, alpha) - log_denominator(messages, alpha)) - (
             log_present(others, alpha) - log_denominator(other_messages, alpha)

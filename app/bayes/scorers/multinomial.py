@@ -6,8 +6,6 @@ score_c(x) = log P(c) + Σ_{w∈x∩V} n_w log P(w|c)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import scipy.sparse
 
@@ -15,6 +13,7 @@ from app.bayes.counts import BoolArray, CountArray, CountTable, FloatArray, IntA
 from app.bayes.scorers.base import (
     CachedScoring,
     Changes,
+    ClassCounts,
     Model,
     Options,
     Reads,
@@ -127,17 +126,11 @@ class Multinomial(Scorer):
         return _Scoring(model, _Cache(len(model.table.classes), model.options.alpha))
 
     def token_ratios(
-        self,
-        token_docs: CountArray,
-        token_terms: CountArray,
-        class_docs: IntArray,
-        classes: Sequence[str],
-        token_ids: IntArray,
-        options: Options,
+        self, counts: ClassCounts, token_ids: IntArray, options: Options
     ) -> FloatArray:
         """log P(w|c) - log P(w|¬c)."""
         alpha, size = options.alpha, token_ids.size
-        terms = token_terms[:, token_ids].astype(np.float64)
+        terms = counts.token_terms[:, token_ids].astype(np.float64)
         others = terms.sum(axis=0) - terms
         class_totals = terms.sum(axis=1, keepdims=True)
         other_totals = class_totals.sum() - class_totals
