@@ -213,10 +213,6 @@ class Classifier:
         self._scorings: dict[str, Scoring] = {}
         self._lock = threading.RLock()
 
-    @property
-    def options(self) -> NaiveBayesConfig:
-        return self.config
-
     # ----------------------------------------------------------------- scoring
 
     def joint_log_likelihood(

@@ -147,7 +147,7 @@ class Bernoulli(Scorer):
     reads = Reads.ROWS_AND_TOTALS
 
     def bind(self, model: Model) -> _Scoring:
-        return _Scoring(model, _Cache(len(model.table.classes), model.options.alpha))
+        return _Scoring(model, _Cache(len(model.table.classes), model.config.alpha))
 
     def token_ratios(
         self, counts: ClassCounts, token_ids: IntArray, options: Options

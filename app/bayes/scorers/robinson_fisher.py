@@ -181,7 +181,7 @@ class _Scoring(Scoring):
         Tokens present in V, with |f - 0.5| >= min_dev, at most rf_max_tokens per message
         (the most extreme; ties by token id).
         """
-        options = self.model.options
+        options = self.model.config
         table = self.model.table
         mask = self.model.vocabulary()
         present = columns(X, table.n_tokens)
