@@ -48,8 +48,6 @@ from uvicorn.server import ServerState
 
 from app.config import Settings
 
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-
 
 @dataclass(frozen=True)
 class ConnectionLimits:

@@ -22,12 +22,13 @@ import scipy.sparse
 from numpy.typing import ArrayLike
 from pydantic import Field
 
-from app.bayes.counts import BoolArray, CountArray, CountTable, FloatArray, IntArray, _as_csr
+from app.bayes.counts import BoolArray, CountTable, FloatArray, IntArray, _as_csr
 from app.bayes.scorers import EventModel, scorer
 from app.bayes.scorers.base import (
     SPAM_CLASSES,
     Cache,
     Changes,
+    ClassCounts,
     Reads,
     Scorer,
     Scoring,
@@ -119,6 +120,19 @@ def log_prior(class_docs: IntArray, prior: Prior) -> FloatArray:
         return np.log(counts) - math.log(total)
 
 
+def vocabulary_of(total_docs: IntArray, tokens: TokenIndex, config: NaiveBayesConfig) -> BoolArray:
+    """The mask of V that `config` selects from every token's docs, `total_docs`."""
+    return vocabulary_mask(
+        total_docs,
+        tokens,
+        min_df=config.min_df,
+        max_vocab=config.max_vocab,
+        stop_words=config.stop_words,
+        # Stop words looked up, not every token's text compared: 2.6 s on 694,467 tokens.
+        token_lookup=partial(tokens.lookup, exact=True),
+    )
+
+
 def vocabulary_totals(
     token_docs: IntArray,
     token_terms: IntArray,
@@ -198,10 +212,6 @@ class Classifier:
         self._vocabulary = _VocabularyCache()
         self._scorings: dict[str, Scoring] = {}
         self._lock = threading.RLock()
-
-    @property
-    def options(self) -> NaiveBayesConfig:
-        return self.config
 
     # ----------------------------------------------------------------- scoring
 
@@ -376,15 +386,7 @@ class Classifier:
         return Changes(token_ids, old_docs, old_terms, full[token_ids])
 
     def _full_mask(self) -> BoolArray:
-        config = self.config
-        return vocabulary_mask(
-            self.table.token_docs.sum(axis=0),
-            self.table.tokens,
-            min_df=config.min_df,
-            max_vocab=config.max_vocab,
-            stop_words=config.stop_words,
-            token_lookup=partial(self.table.lookup, exact=True),
-        )
+        return vocabulary_of(self.table.token_docs.sum(axis=0), self.table.tokens, self.config)
 
     def _clues(
         self, token_ids: IntArray, favoured: IntArray, strength: FloatArray, limit: int
@@ -434,46 +436,25 @@ def top_tokens(
     log-likelihood ratio against the other classes pooled (`Scorer.token_ratios`). Only
     positive ratios are listed, strongest first, ties by token text (the dashboard's list).
     """
-    mask = vocabulary_mask(
-        table.token_docs.sum(axis=0),
-        table.tokens,
-        min_df=config.min_df,
-        max_vocab=config.max_vocab,
-        stop_words=config.stop_words,
-        # Stop words looked up, not every token's text compared: 2.6 s on 694,467 tokens.
-        token_lookup=partial(table.lookup, exact=True),
-    )
-    return top_tokens_of(
-        table.token_docs,
-        table.token_terms,
-        table.class_docs,
-        table.classes,
-        table.tokens,
-        np.flatnonzero(mask),
-        config,
-        limit=limit,
-    )
+    mask = vocabulary_of(table.token_docs.sum(axis=0), table.tokens, config)
+    counts = ClassCounts(table.token_docs, table.token_terms, table.class_docs, table.classes)
+    return top_tokens_of(counts, table.tokens, np.flatnonzero(mask), config, limit=limit)
 
 
 def top_tokens_of(
-    token_docs: CountArray,
-    token_terms: CountArray,
-    class_docs: IntArray,
-    classes: Sequence[str],
+    counts: ClassCounts,
     tokens: TokenIndex,
     token_ids: IntArray,
     config: NaiveBayesConfig,
     *,
     limit: int = 20,
 ) -> dict[str, list[tuple[str, float]]]:
-    """`top_tokens` over count arrays (n_classes, n_tokens) and the ids of V, `token_ids`:
-    for a copy of a table's arrays, ranked while the table itself goes on changing."""
-    ratios = scorer(config.event_model).token_ratios(
-        token_docs, token_terms, class_docs, classes, token_ids, config
-    )
+    """`top_tokens` over `counts` and the ids of V, `token_ids`: for a copy of a table's
+    counts, ranked while the table itself goes on changing."""
+    ratios = scorer(config.event_model).token_ratios(counts, token_ids, config)
     return {
         name: _strongest(ratios[class_index], token_ids, tokens, limit)
-        for class_index, name in enumerate(classes)
+        for class_index, name in enumerate(counts.classes)
     }
 
 

@@ -97,12 +97,6 @@ class EncodedTexts(Sequence[str]):
         self._strings = strings
 
     @classmethod
-    def from_strings(cls, texts: Sequence[str]) -> EncodedTexts:
-        parts = [text.encode(_ENCODING, _ERRORS) for text in texts]
-        lengths = np.fromiter(map(len, parts), np.int64, len(parts))
-        return cls(b"".join(parts), np.cumsum(lengths) - lengths, lengths, strings=list(texts))
-
-    @classmethod
     def from_terminated(cls, joined: str, terminator: str, count: int) -> EncodedTexts | None:
         """`count` texts, each followed by the ASCII character `terminator`; None when some
         text holds that character (the split then finds more than `count`)."""

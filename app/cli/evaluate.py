@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from types import NoneType
 from typing import Any, Literal, get_args, get_origin
@@ -139,7 +139,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             for model in models
         ]
         if args.json:
-            dicts = [report.to_dict() for report in reports]
+            dicts = [asdict(report) for report in reports]
             print(json.dumps(dicts[0] if len(dicts) == 1 else dicts, indent=2))
         else:
             for report in reports:
@@ -153,7 +153,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         text_only_view=args.text_only,
     )
     if args.json:
-        print(json.dumps(batch.to_dict(), indent=2))
+        print(json.dumps(asdict(batch), indent=2))
     else:
         print_evaluation(batch)
     return 0

@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from app.service.messages import header_message_id
 from app.service.verdict_headers import DEFAULT_SPAM_THRESHOLD, SpamHeaderNames, verdict_headers
 
 OWN_HEADER_PREFIX = b"x-spamsift-"
@@ -96,11 +95,6 @@ def add_verdict_headers(
     if not block.fields and not rest.startswith((b"\r\n", b"\n")):
         rest = newline + rest  # a message without headers: keep its text out of the new block
     return HeaderBlock(block.envelope, added + kept, rest).join()
-
-
-def message_id_of(raw: bytes) -> str | None:
-    """Return the Message-ID header's value if it is a usable message_id (as the API does)."""
-    return header_message_id(raw)
 
 
 def _is_own(field: bytes) -> bool:

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import BinaryIO, Literal
 
 from app.cli.corpora import is_corpus, parse_corpus_line
-from app.cli.mail import message_id_of, strip_own_headers
-from app.service.messages import Message
+from app.cli.mail import strip_own_headers
+from app.service.messages import Message, header_message_id
 
 Kind = Literal["corpus", "mbox", "message", "stdin"]
 STDIN = Path("-")
@@ -97,7 +97,7 @@ def read_sources(
 def to_message(raw: bytes, fallback_id: str | None = None) -> Message:
     """A raw message as spamsift takes it: own headers dropped, Message-ID as message_id."""
     raw = strip_own_headers(raw)
-    return Message(raw=raw, message_id=message_id_of(raw) or fallback_id)
+    return Message(raw=raw, message_id=header_message_id(raw) or fallback_id)
 
 
 def _walk_folder(folder: Path, sources: list[Source]) -> None:

@@ -17,8 +17,8 @@ from datetime import datetime
 import numpy as np
 from sqlalchemy import Connection
 
-from app.bayes.counts import CountTable, IntArray
-from app.bayes.naive_bayes import Classifier, NaiveBayesConfig, vocabulary_totals
+from app.bayes.counts import IntArray
+from app.bayes.naive_bayes import NaiveBayesConfig, vocabulary_totals
 from app.bayes.scorers import VocabularyTotals
 from app.live.held import EngineConfig, LiveModel
 from app.store.counts import MessageCounts, read_all_counts, read_message_counts
@@ -53,30 +53,17 @@ def read_partial_model(
     `conn`, in one read transaction with `row`)."""
     counts = read_message_counts(conn, row.id, texts, n_classes=len(row.classes))
     sums = None if totals is None else totals.of_model(conn, row, config, counts)
-    table = CountTable(row.classes)
-    table.place(np.arange(counts.token_ids.size, dtype=np.int64), counts.token_texts)
+    live = LiveModel.empty(row, engine_config, config=config, totals=sums)
+    live.table.place(np.arange(counts.token_ids.size, dtype=np.int64), counts.token_texts)
     if counts.count_token_ids.size:
-        table.set_counts(
+        live.table.set_counts(
             np.searchsorted(counts.token_ids, counts.count_token_ids),
             counts.count_class_indices,
             counts.count_docs,
             counts.count_terms,
         )
-    table.set_class_totals(counts.class_docs, counts.class_terms)
-    live = LiveModel(
-        id=row.id,
-        name=row.name,
-        classes=row.classes,
-        options=dict(row.config),
-        table=table,
-        classifier=Classifier(table, config, totals=sums),
-        created_at=row.created_at,
-        engine_config=engine_config,
-        epoch=row.epoch,
-        synced_generation=row.generation,
-        backed_by=row.backed_by,
-        feedback_trains_backing=row.feedback_trains_backing,
-    )
+    live.table.set_class_totals(counts.class_docs, counts.class_terms)
+    live.synced_generation = row.generation
     return PartialModel(live=live, token_ids=counts.token_ids)
 
 

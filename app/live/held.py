@@ -24,6 +24,7 @@ from sqlalchemy import Connection
 
 from app.bayes.counts import CountTable, IntArray
 from app.bayes.naive_bayes import Classifier, NaiveBayesConfig
+from app.bayes.scorers import VocabularyTotals
 from app.store.counts import CountChanges, CountDelta, read_changes, read_model_parts
 from app.store.engine import Database, trim_heap
 from app.store.models import ModelRow, find_model
@@ -88,15 +89,25 @@ class LiveModel:
         return live
 
     @classmethod
-    def empty(cls, row: ModelRow, engine_config: EngineConfig) -> LiveModel:
+    def empty(
+        cls,
+        row: ModelRow,
+        engine_config: EngineConfig,
+        *,
+        config: NaiveBayesConfig | None = None,
+        totals: VocabularyTotals | None = None,
+    ) -> LiveModel:
+        """Model `row` with no counts yet, scored with `config` (default: its stored options')
+        and, for a table of only some of its tokens, V's sums `totals`."""
         table = CountTable(row.classes)
+        config = config or engine_config(row.config, row.classes)
         return cls(
             id=row.id,
             name=row.name,
             classes=row.classes,
             options=dict(row.config),
             table=table,
-            classifier=Classifier(table, engine_config(row.config, row.classes)),
+            classifier=Classifier(table, config, totals=totals),
             created_at=row.created_at,
             engine_config=engine_config,
             epoch=row.epoch,

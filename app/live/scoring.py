@@ -43,7 +43,7 @@ def scoring_view(
         backing_id = live.backed_by
         backing: LiveModel | ModelRow | None = models.held_by_id(backing_id)
         if backing is None:
-            backing = models.db.run(lambda conn: _find_backing(conn, backing_id), write=False)
+            backing = models.db.run(lambda conn: find_backing(conn, backing_id), write=False)
         if backing is not None and backing.classes == live.classes:
             return read_blend(
                 models,
@@ -58,7 +58,7 @@ def scoring_view(
     return ScoringView.of(live)
 
 
-def _find_backing(conn: Connection, model_id: int) -> ModelRow | None:
+def find_backing(conn: Connection, model_id: int) -> ModelRow | None:
     """The backing model's row; None if it is gone (a relation this process read earlier)."""
     try:
         return find_model_by_id(conn, model_id)

@@ -6,8 +6,9 @@ from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from app.errors import DatabaseUnavailable, ModelNotFound, StorageFull
+from app.errors import DatabaseUnavailable, StorageFull
 from app.live.held import LiveModel
+from app.live.scoring import find_backing
 from app.service.classification import min_learns_of, training_warnings
 from app.service.runtime import Runtime
 from app.service.stats_cache import DatabaseFigures
@@ -21,7 +22,7 @@ from app.store.activity import (
     verdict_event,
 )
 from app.store.counts import read_class_totals
-from app.store.models import find_model_by_id, names_backed_by
+from app.store.models import names_backed_by
 
 PERIODS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "all": None}
 TOP_TOKENS = 20
@@ -122,12 +123,7 @@ def _read_database_figures(rt: Runtime, live: LiveModel) -> DatabaseFigures:
 
 def _relation(conn: Connection, live: LiveModel) -> dict[str, Any]:
     """The model's backing relation both ways, and the messages per class of its blend."""
-    backing = None
-    if live.backed_by is not None:
-        try:
-            backing = find_model_by_id(conn, live.backed_by)
-        except ModelNotFound:
-            backing = None
+    backing = None if live.backed_by is None else find_backing(conn, live.backed_by)
     blend = None
     if backing is not None:
         own, _ = read_class_totals(conn, live.id, len(live.classes))

@@ -20,9 +20,9 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from itertools import pairwise
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import scipy.sparse
@@ -112,9 +112,6 @@ class EvaluationReport:
     train_messages_per_second: float
     scorers: list[ScorerResult]
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
 class CurvePoint:
@@ -149,9 +146,6 @@ class OnlineReport:
     messages_per_second: float
     ranking: RankingMeasures
     learning_curve: list[CurvePoint]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def is_test_message(message_id: str) -> bool:

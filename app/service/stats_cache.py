@@ -20,13 +20,12 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
 from typing import Any
 
 import numpy as np
 
-from app.bayes.naive_bayes import NaiveBayesConfig, top_tokens_of
-from app.bayes.vocabulary import vocabulary_mask
+from app.bayes.naive_bayes import NaiveBayesConfig, top_tokens_of, vocabulary_of
+from app.bayes.scorers.base import ClassCounts
 from app.live.held import LiveModel
 
 # Entries of a few dozen tokens each: ten thousand models cost a few megabytes at most.
@@ -117,31 +116,15 @@ def _rank(live: LiveModel, *, limit: int) -> tuple[_Key, TokenFigures]:
         table, config = live.table, live.config
         # Both counts are copied, whichever the scorer ranks by: the ranking (app.bayes) knows
         # which it reads, and the copy of a million tokens' terms is a few milliseconds.
-        token_docs = table.token_docs.copy()
-        token_terms = table.token_terms.copy()
-        class_docs = table.class_docs.copy()
-        tokens = table.tokens.copy()
-    total_docs = token_docs.sum(axis=0)
-    in_vocabulary = vocabulary_mask(
-        total_docs,
-        tokens,
-        min_df=config.min_df,
-        max_vocab=config.max_vocab,
-        stop_words=config.stop_words,
-        token_lookup=partial(tokens.lookup, exact=True),
-    )
-    trained = bool(class_docs.size) and bool(np.all(class_docs > 0))
-    top = (
-        top_tokens_of(
-            token_docs,
-            token_terms,
-            class_docs,
-            live.classes,
-            tokens,
-            np.flatnonzero(in_vocabulary),
-            config,
-            limit=limit,
+        counts = ClassCounts(
+            table.token_docs.copy(), table.token_terms.copy(), table.class_docs.copy(), live.classes
         )
+        tokens = table.tokens.copy()
+    total_docs = counts.token_docs.sum(axis=0)
+    in_vocabulary = vocabulary_of(total_docs, tokens, config)
+    trained = bool(counts.class_docs.size) and bool(np.all(counts.class_docs > 0))
+    top = (
+        top_tokens_of(counts, tokens, np.flatnonzero(in_vocabulary), config, limit=limit)
         if trained
         else {}
     )

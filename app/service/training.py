@@ -20,12 +20,12 @@ from pydantic import ConfigDict, Field
 from app.bayes.counts import IntArray
 from app.errors import (
     MessageNotFound,
-    ModelNotFound,
     TimeBudgetExceeded,
     TooFewTokens,
     UnknownLabel,
 )
 from app.live.held import LiveModel
+from app.live.scoring import find_backing
 from app.live.write import ModelWrite, write_model, write_models
 from app.service.classification import prepare_messages
 from app.service.messages import Message, PreparedMessage, check_message_id
@@ -44,7 +44,7 @@ from app.store.ledger import (
     insert_trained,
     relabel_trained,
 )
-from app.store.models import ModelRow, find_model_by_id
+from app.store.models import ModelRow
 from app.store.tables import MAX_TOKEN_BYTES
 from app.text import evidence_count
 from app.text.defects import TIME_BUDGET
@@ -276,14 +276,7 @@ def _backing_of(rt: Runtime, live: LiveModel) -> ModelRow | None:
     backing_id = live.backed_by
     if backing_id is None:
         return None
-
-    def read(conn: Connection) -> ModelRow | None:
-        try:
-            return find_model_by_id(conn, backing_id)
-        except ModelNotFound:
-            return None
-
-    backing = rt.db.run(read, write=False)
+    backing = rt.db.run(lambda conn: find_backing(conn, backing_id), write=False)
     return backing if backing is not None and backing.classes == live.classes else None
 
 

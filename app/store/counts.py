@@ -56,20 +56,6 @@ class CountChanges:
     class_terms: IntArray
 
 
-def find_token_ids(conn: Connection, model_id: int, texts: Sequence[str]) -> dict[str, int]:
-    """Return the ids of those of `texts` the model already knows."""
-    found: dict[str, int] = {}
-    for start in range(0, len(texts), LOOKUP_CHUNK):
-        chunk = texts[start : start + LOOKUP_CHUNK]
-        rows = conn.execute(
-            select(tokens.c.text, tokens.c.token_id).where(
-                tokens.c.model_id == model_id, tokens.c.text.in_(chunk)
-            )
-        )
-        found.update({text: int(token_id) for text, token_id in rows})
-    return found
-
-
 # Bulk writes go to the driver as plain SQL: SQLAlchemy's per-row parameter processing cost
 # more than the database's work (28 % of batch training). SQLite, in process, takes
 # executemany. PostgreSQL gets new tokens by COPY straight into their table (they are new:

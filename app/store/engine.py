@@ -87,7 +87,6 @@ class Database:
         # What this process's last transaction met, and since when (epoch seconds): what
         # health answers say without querying a database that may not answer.
         self.condition: DatabaseCondition = "ok"
-        self.condition_since = time.time()
 
     def _create_engine(self) -> Engine:
         if self.is_sqlite:
@@ -183,7 +182,7 @@ class Database:
 
     def _saw(self, condition: DatabaseCondition) -> None:
         if condition != self.condition:
-            self.condition, self.condition_since = condition, time.time()
+            self.condition = condition
 
     def run(self, work: Callable[[Connection], T], *, write: bool = True) -> T:
         """Run `work` in one transaction, retrying deadlocks and serialization failures."""

@@ -169,8 +169,3 @@ def end_model_keys(conn: Connection, model_id: int) -> list[str]:
 def any_key(conn: Connection) -> bool:
     """Tell whether any key was ever made, revoked ones included."""
     return bool(conn.execute(select(exists().select_from(api_keys))).scalar())
-
-
-def count_active_keys(conn: Connection) -> int:
-    active = select(func.count()).select_from(api_keys).where(api_keys.c.revoked_at.is_(None))
-    return int(conn.execute(active).scalar_one())

@@ -12,7 +12,7 @@ import abc
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import numpy as np
 import scipy.sparse
@@ -59,6 +59,17 @@ class VocabularyTotals:
 
 
 @dataclass(frozen=True)
+class ClassCounts:
+    """A table's counts, or a copy of them: docs and terms per class (rows) and token, and
+    trained messages per class."""
+
+    token_docs: CountArray
+    token_terms: CountArray
+    class_docs: IntArray
+    classes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Changes:
     """What a cache synced at an older generation must update: these token ids, their docs
     and terms at that generation, and whether each is in V now."""
@@ -90,7 +101,7 @@ class Model(Protocol):
     @property
     def table(self) -> CountTable: ...
     @property
-    def options(self) -> Options: ...
+    def config(self) -> Options: ...
     @property
     def totals(self) -> VocabularyTotals | None: ...
 
@@ -121,6 +132,25 @@ class Cache(Protocol):
     def use_totals(self, totals: VocabularyTotals) -> None:
         """V's other tokens are not in the table: take V's sums from `totals`."""
         ...
+
+
+class TokenCache:
+    """What the caches of weights per token of V share: the mask of V they were built for,
+    its size, and the weights (token-major, so X @ weights needs no copy), grown as the table."""
+
+    def __init__(self, alpha: float, n_columns: int) -> None:
+        self.alpha = alpha
+        self.generation: int | None = None
+        self.mask: BoolArray = np.zeros(0, dtype=np.bool_)
+        self.vocab_size = 0
+        self.weights: FloatArray = np.zeros((0, n_columns))
+
+    def grow(self, n_tokens: int) -> None:
+        self.mask = grown(self.mask, n_tokens)
+        self.weights = grown(self.weights, n_tokens)
+
+
+CacheT = TypeVar("CacheT", bound=Cache)
 
 
 class Scoring(abc.ABC):
@@ -154,6 +184,17 @@ class Scoring(abc.ABC):
         much), for `Classifier.explain`."""
 
 
+class CachedScoring(Scoring, Generic[CacheT]):
+    """A scoring from one cache, brought up to the table's generation before each use."""
+
+    def __init__(self, model: Model, cache: CacheT) -> None:
+        super().__init__(model)
+        self.cache = cache
+
+    def warm(self) -> None:
+        self.model.refresh(self.cache)
+
+
 class Scorer(abc.ABC):
     """An event model: its name, what it reads, which classes it serves, how it scores. By
     default it serves any classes and its joint scores are normalised by log-sum-exp."""
@@ -174,13 +215,7 @@ class Scorer(abc.ABC):
 
     @abc.abstractmethod
     def token_ratios(
-        self,
-        token_docs: CountArray,
-        token_terms: CountArray,
-        class_docs: IntArray,
-        classes: Sequence[str],
-        token_ids: IntArray,
-        options: Options,
+        self, counts: ClassCounts, token_ids: IntArray, options: Options
     ) -> FloatArray:
         """Per class and token of `token_ids` (the ids of V), the log-likelihood ratio of the
         token for the class against the other classes pooled, shape (n_classes, n): what

@@ -8,24 +8,24 @@ with 1 - p_cw = (N_c - D_cw + alpha) / (N_c + 2·alpha).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import scipy.sparse
 from numpy.typing import NDArray
 
-from app.bayes.counts import BoolArray, CountArray, CountTable, FloatArray, IntArray
+from app.bayes.counts import BoolArray, CountTable, FloatArray, IntArray
 from app.bayes.scorers.base import (
+    CachedScoring,
     Changes,
+    ClassCounts,
     Model,
     Options,
     Reads,
     Scorer,
-    Scoring,
+    TokenCache,
     VocabularyTotals,
     columns,
-    grown,
     margins,
 )
 
@@ -56,7 +56,7 @@ def log_odds(class_docs: IntArray | int, docs: Counts, alpha: float) -> FloatArr
     return result
 
 
-class _Cache:
+class _Cache(TokenCache):
     """log p_cw - log(1 - p_cw) per token of V (0 elsewhere) and Σ_V log(N_c - D_cw + alpha).
 
     Both depend on N_c, so a class whose N_c changed has its column recomputed in full,
@@ -65,12 +65,8 @@ class _Cache:
     """
 
     def __init__(self, n_classes: int, alpha: float) -> None:
-        self.alpha = alpha
-        self.generation: int | None = None
-        self.mask: BoolArray = np.zeros(0, dtype=np.bool_)
-        self.vocab_size = 0
+        super().__init__(alpha, n_classes)
         self.class_docs: IntArray = np.zeros(n_classes, dtype=np.int64)
-        self.weights: FloatArray = np.zeros((0, n_classes))
         self.absent_numerator: FloatArray = np.zeros(n_classes)
 
     @property
@@ -110,10 +106,6 @@ class _Cache:
         for class_index in np.flatnonzero(~kept).tolist():
             self._rebuild_class(table, class_index)
 
-    def grow(self, n_tokens: int) -> None:
-        self.mask = grown(self.mask, n_tokens)
-        self.weights = grown(self.weights, n_tokens)
-
     def use_totals(self, totals: VocabularyTotals) -> None:
         self.vocab_size = totals.size
         self.absent_numerator = totals.absent.copy()
@@ -127,14 +119,7 @@ class _Cache:
         self.absent_numerator[class_index] = log_absent(class_docs, docs, self.alpha).sum()
 
 
-class _Scoring(Scoring):
-    def __init__(self, model: Model) -> None:
-        super().__init__(model)
-        self.cache = _Cache(len(model.table.classes), model.options.alpha)
-
-    def warm(self) -> None:
-        self.model.refresh(self.cache)
-
+class _Scoring(CachedScoring["_Cache"]):
     def joint_log_likelihood(self, X: scipy.sparse.csr_array) -> FloatArray:
         self.model.refresh(self.cache)
         cache = self.cache
@@ -162,22 +147,16 @@ class Bernoulli(Scorer):
     reads = Reads.ROWS_AND_TOTALS
 
     def bind(self, model: Model) -> _Scoring:
-        return _Scoring(model)
+        return _Scoring(model, _Cache(len(model.table.classes), model.config.alpha))
 
     def token_ratios(
-        self,
-        token_docs: CountArray,
-        token_terms: CountArray,
-        class_docs: IntArray,
-        classes: Sequence[str],
-        token_ids: IntArray,
-        options: Options,
+        self, counts: ClassCounts, token_ids: IntArray, options: Options
     ) -> FloatArray:
         """log p_cw - log p_¬c,w."""
         alpha = options.alpha
-        docs = token_docs[:, token_ids].astype(np.float64)
+        docs = counts.token_docs[:, token_ids].astype(np.float64)
         others = docs.sum(axis=0) - docs
-        messages = np.asarray(class_docs, dtype=np.float64)[:, None]
+        messages = np.asarray(counts.class_docs, dtype=np.float64)[:, None]
         other_messages = messages.sum() - messages
         ratios: FloatArray = (log_present(docs, alpha) - log_denominator(messages, alpha)) - (
             log_present(others, alpha) - log_denominator(other_messages, alpha)

@@ -6,22 +6,21 @@ score_c(x) = log P(c) + Σ_{w∈x∩V} n_w log P(w|c)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import scipy.sparse
 
 from app.bayes.counts import BoolArray, CountArray, CountTable, FloatArray, IntArray
 from app.bayes.scorers.base import (
+    CachedScoring,
     Changes,
+    ClassCounts,
     Model,
     Options,
     Reads,
     Scorer,
-    Scoring,
+    TokenCache,
     VocabularyTotals,
     columns,
-    grown,
     margins,
 )
 
@@ -38,7 +37,7 @@ def log_denominator(class_terms: IntArray | FloatArray, size: int, alpha: float)
     return result
 
 
-class _Cache:
+class _Cache(TokenCache):
     """log(T_cw + alpha) per token of V (0 elsewhere) plus a V indicator column, and T_c.
 
     Refreshed from the touched tokens: their log(T_cw + alpha) and V membership, then the
@@ -47,13 +46,8 @@ class _Cache:
     """
 
     def __init__(self, n_classes: int, alpha: float) -> None:
-        self.alpha = alpha
-        self.generation: int | None = None
-        self.mask: BoolArray = np.zeros(0, dtype=np.bool_)
-        self.vocab_size = 0
+        super().__init__(alpha, n_classes + 1)
         self.vocab_terms: IntArray = np.zeros(n_classes, dtype=np.int64)
-        # (capacity, n_classes + 1), token-major so X @ weights needs no copy.
-        self.weights: FloatArray = np.zeros((0, n_classes + 1))
         self.log_denominator: FloatArray = np.zeros(n_classes)
 
     def rebuild(self, table: CountTable, mask: BoolArray) -> None:
@@ -83,10 +77,6 @@ class _Cache:
         self.mask[token_ids] = in_vocabulary
         self._update_denominator()
 
-    def grow(self, n_tokens: int) -> None:
-        self.mask = grown(self.mask, n_tokens)
-        self.weights = grown(self.weights, n_tokens)
-
     def use_totals(self, totals: VocabularyTotals) -> None:
         self.vocab_size = totals.size
         self.vocab_terms = totals.terms.copy()
@@ -99,14 +89,7 @@ class _Cache:
             self.log_denominator = log_denominator(self.vocab_terms, self.vocab_size, self.alpha)
 
 
-class _Scoring(Scoring):
-    def __init__(self, model: Model) -> None:
-        super().__init__(model)
-        self.cache = _Cache(len(model.table.classes), model.options.alpha)
-
-    def warm(self) -> None:
-        self.model.refresh(self.cache)
-
+class _Scoring(CachedScoring["_Cache"]):
     def joint_log_likelihood(self, X: scipy.sparse.csr_array) -> FloatArray:
         self.model.refresh(self.cache)
         cache = self.cache
@@ -140,20 +123,14 @@ class Multinomial(Scorer):
     reads = Reads.ROWS_AND_TOTALS
 
     def bind(self, model: Model) -> _Scoring:
-        return _Scoring(model)
+        return _Scoring(model, _Cache(len(model.table.classes), model.config.alpha))
 
     def token_ratios(
-        self,
-        token_docs: CountArray,
-        token_terms: CountArray,
-        class_docs: IntArray,
-        classes: Sequence[str],
-        token_ids: IntArray,
-        options: Options,
+        self, counts: ClassCounts, token_ids: IntArray, options: Options
     ) -> FloatArray:
         """log P(w|c) - log P(w|¬c)."""
         alpha, size = options.alpha, token_ids.size
-        terms = token_terms[:, token_ids].astype(np.float64)
+        terms = counts.token_terms[:, token_ids].astype(np.float64)
         others = terms.sum(axis=0) - terms
         class_totals = terms.sum(axis=1, keepdims=True)
         other_totals = class_totals.sum() - class_totals

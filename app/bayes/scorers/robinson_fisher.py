@@ -31,7 +31,16 @@ import scipy.sparse
 from scipy import special
 
 from app.bayes.counts import CountArray, FloatArray, IntArray
-from app.bayes.scorers.base import SPAM_CLASSES, Model, Options, Reads, Scorer, Scoring, columns
+from app.bayes.scorers.base import (
+    SPAM_CLASSES,
+    ClassCounts,
+    Model,
+    Options,
+    Reads,
+    Scorer,
+    Scoring,
+    columns,
+)
 
 # Below this a tail probability is taken from its closed form in log space instead.
 _TINY = 1e-280
@@ -172,7 +181,7 @@ class _Scoring(Scoring):
         Tokens present in V, with |f - 0.5| >= min_dev, at most rf_max_tokens per message
         (the most extreme; ties by token id).
         """
-        options = self.model.options
+        options = self.model.config
         table = self.model.table
         mask = self.model.vocabulary()
         present = columns(X, table.n_tokens)
@@ -234,20 +243,15 @@ class RobinsonFisher(Scorer):
         return scores  # already log probabilities
 
     def token_ratios(
-        self,
-        token_docs: CountArray,
-        token_terms: CountArray,
-        class_docs: IntArray,
-        classes: Sequence[str],
-        token_ids: IntArray,
-        options: Options,
+        self, counts: ClassCounts, token_ids: IntArray, options: Options
     ) -> FloatArray:
         """±(log f(w) - log(1 - f(w)))."""
+        classes = counts.classes
         reason = self.unfit_reason(classes)
         if reason is not None:
             raise ValueError(f"{reason}, got {list(classes)}")
-        spam, ham = list(classes).index("spam"), list(classes).index("ham")
-        f, g = _probabilities(token_docs, class_docs, classes, token_ids, options)
+        spam, ham = classes.index("spam"), classes.index("ham")
+        f, g = _probabilities(counts.token_docs, counts.class_docs, classes, token_ids, options)
         ratios = np.zeros((2, token_ids.size))
         ratios[spam] = np.log(f) - np.log(g)
         ratios[ham] = -ratios[spam]
