@@ -24,6 +24,7 @@ from email.utils import parsedate_to_datetime
 
 from app.service.corpus import LabelledMessage
 from app.text import text_only
+from app.text.core import resolve
 
 CHAR4_PREFIX_CHARS = 3000
 CHAR4_BUCKETS = 1 << 20
@@ -33,7 +34,7 @@ def message_text(message: LabelledMessage, text_only_view: bool) -> str:
     if message.raw is None:
         return message.text or ""
     if text_only_view:
-        return text_only(message.raw)
+        return text_only(message.raw, core=resolve("auto"))
     return message.raw.decode("latin-1")
 
 
