@@ -47,6 +47,7 @@ from app.service.evaluation import (
 )
 from app.service.model_config import ModelConfig
 from app.text import text_only
+from app.text.core import TokenCore, resolve
 from bench import data
 from bench.token_experiments import ADDED, case_kept
 from bench.versus_bogofilter import bogofilter_version, find_bogofilter
@@ -143,7 +144,11 @@ def message_file(message: LabelledMessage, text_only_view: bool) -> bytes:
     """The bytes bogofilter reads for a message in a view."""
     if message.raw is not None and not text_only_view:
         return message.raw
-    text = text_only(message.raw) if message.raw is not None else (message.text or "")
+    text = (
+        text_only(message.raw, core=resolve("auto"))
+        if message.raw is not None
+        else (message.text or "")
+    )
     return b"Content-Type: text/plain; charset=utf-8\n\n" + text.encode("utf-8", "replace")
 
 
@@ -270,10 +275,13 @@ def run_view(
     protocols: Sequence[str],
     added: Sequence[str] = (),
     keep_case: bool = False,
+    core: TokenCore | None = None,
 ) -> dict[str, Any]:
+    """`core`: the token core, by default the compiled one where it is built."""
+    core = core or resolve("auto")
     started = time.perf_counter()
     with case_kept() if keep_case else contextlib.nullcontext():
-        examples = tokenize_corpus(messages, text_only_view=view.text_only)
+        examples = tokenize_corpus(messages, core=core, text_only_view=view.text_only)
     examples = add_families(examples, messages, added, view.text_only)
     tokenize_seconds = time.perf_counter() - started
     examples = drop_families(examples, dropped)

@@ -36,7 +36,7 @@ from app.service.runtime import Runtime
 from app.service.training import train_batch
 from app.store.engine import Database
 from app.store.migrate import upgrade_schema
-from app.text.core import COMPILED, CoreChoice, use_core
+from app.text.core import COMPILED, CoreChoice, resolve
 from bench import data
 from bench.databases import fresh_database
 from bench.timing import ratio
@@ -85,11 +85,11 @@ def run(runs: int, profile_lines: int) -> dict[str, Any]:
                         runtime, model_name="default", items=items[start : start + TRAIN_BATCH]
                     )
                 for core in variants:  # warm: the model held, each core's first use done
-                    use_core(core)
+                    runtime.core = resolve(core)  # this run's core, on the one runtime
                     classify_all(runtime, test)
                 for _ in range(runs):  # the variants take turns, so a change of load hits all
                     for core in variants:
-                        use_core(core)
+                        runtime.core = resolve(core)
                         with timed(timings[core]):
                             classify_all(runtime, test)
                         with timed(preparing[core]):
@@ -100,7 +100,7 @@ def run(runs: int, profile_lines: int) -> dict[str, Any]:
                     if bogofilter is not None:
                         bogofilter.classify(timings["bogofilter"])
                 if profile_lines:
-                    use_core(variants[0])
+                    runtime.core = resolve(variants[0])
                     profiler = cProfile.Profile()
                     profiler.runcall(classify_all, runtime, test)
                     stats = pstats.Stats(profiler).strip_dirs().sort_stats("cumulative")

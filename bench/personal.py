@@ -57,6 +57,7 @@ from app.service.evaluation import (
     tokenize_corpus,
 )
 from app.service.model_config import ModelConfig
+from app.text.core import resolve
 from bench import data
 
 CLASSES = ("ham", "spam")
@@ -308,10 +309,11 @@ def main(argv: list[str] | None = None) -> int:
     config = ModelConfig().to_engine()
 
     started = time.perf_counter()
+    core = resolve("auto")
     spamassassin = data.load("spamassassin")
     global_messages = [m for m in spamassassin if folder_of(m) in GLOBAL_FOLDERS]
     global_messages = data.spread(global_messages, args.limit)
-    global_table = table_of(tokenize_corpus(global_messages, text_only_view=True))
+    global_table = table_of(tokenize_corpus(global_messages, core=core, text_only_view=True))
     print(
         f"global: {len(global_messages)} spamassassin messages ({', '.join(GLOBAL_FOLDERS)}), "
         f"{global_table.n_tokens} tokens",
@@ -323,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         if user.folders is not None:
             messages = [m for m in messages if folder_of(m) in user.folders]
         messages = data.spread(messages, args.limit)
-        examples = tokenize_corpus(messages, text_only_view=True)
+        examples = tokenize_corpus(messages, core=core, text_only_view=True)
         users.append(
             run_user(
                 user,

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.text.core import active
+from app.text.core import resolve
 from bench.databases import postgres_server_url
 
 PARTS = ("scoring", "tokenize", "http", "bogofilter", "memory", "models", "targets")
@@ -57,7 +57,7 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "load_average_1min_at_start": load,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "token_core_default": active().name,  # parts that compare cores say so in their rows
+        "token_core_default": resolve("auto").name,  # parts that compare cores say so in their rows
     }
 
 

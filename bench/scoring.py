@@ -19,6 +19,7 @@ from app.bayes.naive_bayes import Classifier
 from app.service.evaluation import CLASSES, LabelledMessage
 from app.service.model_config import ModelConfig
 from app.text import tokenize_raw
+from app.text.core import resolve
 from bench import data
 from bench.timing import rates, ratio, summary, time_interleaved
 
@@ -28,12 +29,13 @@ def corpus_matrices(
 ) -> tuple[CountTable, scipy.sparse.csr_array, np.ndarray, scipy.sparse.csr_array]:
     """Return the training counts, the training matrix and labels, and the test matrix."""
     table = CountTable(CLASSES)
-    train_counts = [tokenize_raw(m.raw or b"").token_counts for m in train]
+    core = resolve("auto")
+    train_counts = [tokenize_raw(m.raw or b"", core=core).token_counts for m in train]
     for counts in train_counts:
         table.intern(list(counts))
     X_train = table.vectorize(train_counts)
     y = np.array([CLASSES.index(m.label) for m in train])
-    X_test = table.vectorize([tokenize_raw(m.raw or b"").token_counts for m in test])
+    X_test = table.vectorize([tokenize_raw(m.raw or b"", core=core).token_counts for m in test])
     return CountTable.from_matrix(X_train, y, CLASSES, tokens=table.tokens), X_train, y, X_test
 
 

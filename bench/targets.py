@@ -53,7 +53,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-from app.text.core import COMPILED, CoreChoice, use_core
+from app.text.core import COMPILED, CoreChoice, resolve
 from bench import accuracy, data
 from bench.databases import fresh_database
 from bench.memory import build_model, measure_served_model, probe_requests
@@ -146,35 +146,30 @@ def run(quick: bool, postgres_url: str | None) -> dict[str, Any]:
         "bogofilter": {"status": how},
         "machine": at_start,
     }
-    try:
-        with tempfile.TemporaryDirectory(prefix="spamsift-bench-") as tmp:
-            folder = Path(tmp)
-            sections: dict[str, Callable[[], Any]] = {
-                "in_process": lambda: in_process(
-                    split, folder, cores, kinds, postgres_url, bogofilter_path, runs
-                ),
-                "http": lambda: {
-                    core: over_http(split, folder, core, quick=quick, runs=runs) for core in cores
-                },
-                "model_1m": lambda: big_model(
-                    folder, cores, bogofilter_path, quick=quick, runs=runs
-                ),
-                "accuracy": lambda: accuracy_rows(folder, cores, bogofilter_path, quick=quick),
-            }
-            results["section_seconds"] = {}
-            for name, measure in sections.items():
-                section_started = time.perf_counter()
-                try:
-                    results[name] = measure()
-                except Exception as error:  # the other sections still fill their rows
-                    results.setdefault("errors", {})[name] = {
-                        "error": f"{type(error).__name__}: {error}",
-                        "traceback": traceback.format_exc(),
-                    }
-                    results[name] = None
-                results["section_seconds"][name] = round(time.perf_counter() - section_started)
-    finally:
-        use_core("auto")  # the parts after this one run the process's default core
+    with tempfile.TemporaryDirectory(prefix="spamsift-bench-") as tmp:
+        folder = Path(tmp)
+        sections: dict[str, Callable[[], Any]] = {
+            "in_process": lambda: in_process(
+                split, folder, cores, kinds, postgres_url, bogofilter_path, runs
+            ),
+            "http": lambda: {
+                core: over_http(split, folder, core, quick=quick, runs=runs) for core in cores
+            },
+            "model_1m": lambda: big_model(folder, cores, bogofilter_path, quick=quick, runs=runs),
+            "accuracy": lambda: accuracy_rows(folder, cores, bogofilter_path, quick=quick),
+        }
+        results["section_seconds"] = {}
+        for name, measure in sections.items():
+            section_started = time.perf_counter()
+            try:
+                results[name] = measure()
+            except Exception as error:  # the other sections still fill their rows
+                results.setdefault("errors", {})[name] = {
+                    "error": f"{type(error).__name__}: {error}",
+                    "traceback": traceback.format_exc(),
+                }
+                results[name] = None
+            results["section_seconds"][name] = round(time.perf_counter() - section_started)
     if bogofilter_path:
         results["bogofilter"]["version"] = bogofilter_version(bogofilter_path)
     targets = target_rows(results, cores, kinds)
@@ -386,7 +381,6 @@ def accuracy_rows(
     peer = accuracy.Bogofilter(bogofilter_path, folder / "accuracy") if bogofilter_path else None
     result: dict[str, Any] = {"view": view.name, "messages": len(messages)}
     for core in cores:
-        use_core(core)
         measured = accuracy.run_view(
             view,
             messages,
@@ -396,6 +390,7 @@ def accuracy_rows(
             bogofilter=peer,
             folder=folder / f"accuracy-{core}",
             protocols=("batch",),
+            core=resolve(core),
         )["batch"]
         result[core] = measured["spamsift"]
         result["test_messages"] = measured["test_messages"]

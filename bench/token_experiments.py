@@ -33,6 +33,7 @@ from typing import Any
 
 from app.service.corpus import LabelledMessage
 from app.text import text_only, tokenize_text
+from app.text.core import resolve
 
 CHAR4_PREFIX_CHARS = 3000
 CHAR4_BUCKETS = 1 << 20
@@ -42,7 +43,7 @@ def message_text(message: LabelledMessage, text_only_view: bool) -> str:
     if message.raw is None:
         return message.text or ""
     if text_only_view:
-        return text_only(message.raw)
+        return text_only(message.raw, core=resolve("auto"))
     return message.raw.decode("latin-1")
 
 
@@ -153,9 +154,11 @@ def main() -> None:
         },
     }
     if message.text is not None:
+        core = resolve("auto")
         with case_kept():
-            report["tokens_case_kept"] = sorted(tokenize_text(message.text).token_counts)
-        report["tokens_after"] = sorted(tokenize_text(message.text).token_counts)  # case folded
+            report["tokens_case_kept"] = sorted(tokenize_text(message.text, core=core).token_counts)
+        # case folded again
+        report["tokens_after"] = sorted(tokenize_text(message.text, core=core).token_counts)
     args.json.write_text(json.dumps(report, indent=2))
 
 

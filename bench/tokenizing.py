@@ -16,7 +16,7 @@ from typing import Any
 
 from app.service.corpus import LabelledMessage
 from app.text import tokenize_raw, tokenize_text
-from app.text.core import COMPILED, CoreChoice, use_core
+from app.text.core import COMPILED, CoreChoice, resolve
 from bench import data
 from bench.timing import rates, ratio, summary, time_interleaved, time_runs
 
@@ -26,12 +26,12 @@ TOKEN_CORES: list[CoreChoice] = ["compiled", "python"] if COMPILED is not None e
 
 
 def tokenize_all(messages: list[LabelledMessage], token_core: CoreChoice = "auto") -> None:
-    use_core(token_core)
+    core = resolve(token_core)
     for message in messages:
         if message.raw is not None:
-            tokenize_raw(message.raw)
+            tokenize_raw(message.raw, core=core)
         else:
-            tokenize_text(message.text or "")
+            tokenize_text(message.text or "", core=core)
 
 
 def long_words(size: int) -> bytes:
@@ -74,7 +74,6 @@ def run(quick: bool) -> dict[str, Any]:
         # Each token core in turn, run by run (the compiled one where it is built).
         works = {core: partial(tokenize_all, messages, core) for core in TOKEN_CORES}
         timed = time_interleaved(works, runs=runs)
-        use_core("auto")
         for core, (seconds, cpu) in timed.items():
             mb_per_s = summary([size / 1e6 / s for s in seconds], digits=2)
             msgs_per_s = summary(rates(len(messages), seconds), digits=1)
@@ -105,11 +104,14 @@ def run(quick: bool) -> dict[str, Any]:
             results["corpora"][name]["compiled_over_python"] = ratio(compiled, python)
     sizes = [MIB // 16, MIB // 8, MIB // 4, MIB // 2] if quick else [MIB, 2 * MIB, 4 * MIB, 8 * MIB]
     linear_rows: list[dict[str, Any]] = []
+    auto = resolve("auto")
     for kind, make in PATHOLOGICAL.items():
         timings = []
         for size in sizes:
             message = make(size)
-            timings.append(summary(time_runs(lambda m=message: tokenize_raw(m), runs=runs)))
+            timings.append(
+                summary(time_runs(lambda m=message: tokenize_raw(m, core=auto), runs=runs))
+            )
         doubling = [
             round(later["median"] / earlier["median"], 2)
             for earlier, later in itertools.pairwise(timings)

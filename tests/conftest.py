@@ -25,7 +25,6 @@ from app.store.engine import Database
 from app.store.migrate import upgrade_schema
 from app.store.models import insert_model
 from app.store.tables import metadata
-from app.text.core import use_core
 from tests.postgres import POSTGRES_URL, throwaway_database
 
 REPO = Path(__file__).resolve().parent.parent
@@ -36,10 +35,6 @@ REPO = Path(__file__).resolve().parent.parent
 # the same value (TEST_ENVIRONMENT).
 TEST_ENVIRONMENT = {"SPAMSIFT_MIN_LEARNS": "0"}
 os.environ.update(TEST_ENVIRONMENT)
-
-# The token core the tests run in this process: SPAMSIFT_TOKENIZER=python (a second CI run of
-# the tokenizer's tests) forces the pure-Python reference where the compiled core is built.
-use_core(Settings().tokenizer)
 
 
 def corpora_dir() -> Path:

@@ -104,8 +104,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from app.bayes.scorers import EVENT_MODELS
     from app.cli.corpora import read_jsonl
     from app.cli.report import print_evaluation, print_online_evaluation
+    from app.config import Settings
     from app.service.evaluation import evaluate, evaluate_online, tokenize_corpus
     from app.service.model_config import ModelConfig
+    from app.text.core import resolve
 
     if not args.corpus.exists():
         print(f"spamsift evaluate: no such corpus file: {args.corpus}", file=sys.stderr)
@@ -123,9 +125,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
         field = ".".join(str(part) for part in first["loc"])
         print(f"spamsift evaluate: --{field.replace('_', '-')}: {first['msg']}", file=sys.stderr)
         return 2
+    core = resolve(Settings().tokenizer)  # checked by main, as every setting
     name = args.corpus.parent.name if args.corpus.name.startswith("messages.") else args.corpus.name
     if args.online:
-        examples = tokenize_corpus(read_jsonl(args.corpus), text_only_view=args.text_only)
+        examples = tokenize_corpus(
+            read_jsonl(args.corpus), core=core, text_only_view=args.text_only
+        )
         models = tuple(args.event_models or (config.event_model,))
         reports = [
             evaluate_online(
@@ -149,6 +154,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         read_jsonl(args.corpus),
         corpus=name,
         config=config,
+        core=core,
         event_models=tuple(args.event_models or EVENT_MODELS),
         text_only_view=args.text_only,
     )

@@ -33,7 +33,7 @@ from app.service.runtime import Runtime, with_time_budget
 from app.store.activity import Event, verdict_event
 from app.store.ledger import ClassificationRecord
 from app.text import TokenizerLimits
-from app.text.core import CoreChoice, use_core
+from app.text.core import CoreChoice, resolve
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,7 @@ def prepare_messages(
         limits=rt.limits,
         budget_seconds=rt.budget_seconds(budget),
         max_message_bytes=rt.settings.max_message_bytes,
-        token_core=rt.settings.tokenizer,
+        token_core=rt.core.name,  # by name: the spawned worker resolves it
     )
     return list(chain.from_iterable(pool.map(work, chunks)))
 
@@ -186,12 +186,13 @@ def _prepare_chunk(
     max_message_bytes: int,
     token_core: CoreChoice,
 ) -> list[PreparedMessage]:
-    use_core(token_core)  # a spawned worker starts with the default core
+    core = resolve(token_core)
     return [
         prepare(
             message,
             limits=with_time_budget(limits, budget_seconds),
             max_message_bytes=max_message_bytes,
+            core=core,
         )
         for message in messages
     ]

@@ -34,6 +34,7 @@ from app.bayes.naive_bayes import Classifier, NaiveBayesConfig, verdict
 from app.bayes.scorers import EVENT_MODELS, EventModel
 from app.service.corpus import LabelledMessage
 from app.text import TokenizerLimits, text_only, tokenize_raw, tokenize_text
+from app.text.core import TokenCore
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -153,26 +154,36 @@ def is_test_message(message_id: str) -> bool:
 
 
 def message_tokens(
-    message: LabelledMessage, *, text_only_view: bool = False, limits: TokenizerLimits | None = None
+    message: LabelledMessage,
+    *,
+    core: TokenCore,
+    text_only_view: bool = False,
+    limits: TokenizerLimits | None = None,
 ) -> dict[str, int]:
     """Return the token counts of a corpus message in the full or the text-only view."""
     limits = limits or TokenizerLimits()
     if message.raw is None:
-        return tokenize_text(message.text or "", limits=limits).token_counts
+        return tokenize_text(message.text or "", limits=limits, core=core).token_counts
     if text_only_view:
-        return tokenize_text(text_only(message.raw), limits=limits).token_counts
-    return tokenize_raw(message.raw, limits=limits).token_counts
+        text = text_only(message.raw, core=core)
+        return tokenize_text(text, limits=limits, core=core).token_counts
+    return tokenize_raw(message.raw, limits=limits, core=core).token_counts
 
 
 def tokenize_corpus(
     messages: Iterable[LabelledMessage],
     *,
+    core: TokenCore,
     text_only_view: bool = False,
     limits: TokenizerLimits | None = None,
 ) -> list[Example]:
     limits = limits or TokenizerLimits()
     return [
-        Example(m.id, m.label, message_tokens(m, text_only_view=text_only_view, limits=limits))
+        Example(
+            m.id,
+            m.label,
+            message_tokens(m, core=core, text_only_view=text_only_view, limits=limits),
+        )
         for m in messages
     ]
 
@@ -194,13 +205,14 @@ def evaluate(
     *,
     corpus: str,
     config: NaiveBayesConfig,
+    core: TokenCore,
     event_models: Sequence[EventModel] = EVENT_MODELS,
     text_only_view: bool = False,
     limits: TokenizerLimits | None = None,
 ) -> EvaluationReport:
     """Train on the training split, score the test split with each event model."""
     started = time.perf_counter()
-    examples = tokenize_corpus(messages, text_only_view=text_only_view, limits=limits)
+    examples = tokenize_corpus(messages, core=core, text_only_view=text_only_view, limits=limits)
     tokenize_seconds = time.perf_counter() - started
     return evaluate_examples(
         examples,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from app.errors import InvalidMessage, MessageTooLarge
 from app.text import HashedTokens, TokenizerLimits, hash_raw, hash_text
 from app.text import token_digest as token_digest  # the key's digest, for callers of this module
+from app.text.core import TokenCore
 
 MAX_MESSAGE_ID_CHARS = 255
 _FIELD_NAME = re.compile(rb"[!-9;-~]+:")  # RFC 5322 field name: printable ASCII but ':'
@@ -68,9 +69,9 @@ class PreparedMessage:
 
 
 def prepare(
-    message: Message, *, limits: TokenizerLimits, max_message_bytes: int
+    message: Message, *, limits: TokenizerLimits, max_message_bytes: int, core: TokenCore
 ) -> PreparedMessage:
-    """Check and tokenize `message`; derive its message_id and key."""
+    """Check and tokenize `message` with the token `core`; derive its message_id and key."""
     if (message.raw is None) == (message.text is None):
         raise InvalidMessage("give exactly one of 'raw' and 'text'")
     size = message.size_bytes()
@@ -79,11 +80,11 @@ def prepare(
     if message.raw is not None:
         raw = message.raw
         content = raw if isinstance(raw, bytes) else _raw_bytes(raw)
-        tokens = hash_raw(raw, limits=limits)
+        tokens = hash_raw(raw, limits=limits, core=core)
     else:
         assert message.text is not None
         content = message.text.encode("utf-8", "surrogatepass")
-        tokens = hash_text(message.text, limits=limits)
+        tokens = hash_text(message.text, limits=limits, core=core)
     message_id = (
         message.message_id
         or (header_message_id(content) if message.raw is not None else None)

@@ -33,7 +33,7 @@ from app.store.engine import Database as Database  # named by the CLI through it
 from app.store.ledger import ClassificationRecord
 from app.store.migrate import schema_state
 from app.text import TokenizerLimits
-from app.text.core import use_core
+from app.text.core import TokenCore, resolve
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,9 @@ def engine_config(options: dict[str, Any], classes: tuple[str, ...]) -> NaiveBay
 class Runtime:
     def __init__(self, settings: Settings, db: Database | None = None) -> None:
         self.settings = settings
-        self.token_core = use_core(settings.tokenizer).name  # CoreUnavailable if not built
+        # This process's token core, passed to every text call: CoreUnavailable if not built.
+        self.core: TokenCore = resolve(settings.tokenizer)
+        self.token_core = self.core.name
         self.db = db or open_database(settings)
         self.models = LiveModels(
             self.db,
@@ -93,7 +95,12 @@ class Runtime:
     ) -> PreparedMessage:
         """Check and tokenize `message`, within the time budget of a classify or a train."""
         limits = self.limits if budget is None else self.budgeted_limits(budget)
-        return prepare(message, limits=limits, max_message_bytes=self.settings.max_message_bytes)
+        return prepare(
+            message,
+            limits=limits,
+            max_message_bytes=self.settings.max_message_bytes,
+            core=self.core,
+        )
 
     def budget_seconds(self, kind: Literal["classify", "train"]) -> float:
         if kind == "classify":

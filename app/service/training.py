@@ -616,7 +616,9 @@ def _require_tokens(
             f"{where}tokenizing the message took longer than the time budget of "
             f"{rt.settings.train_time_budget_seconds:g} s; nothing was trained, retry later"
         )
-    found = evidence_count(message.token_counts)  # word pairs and shape tokens not counted
+    found = evidence_count(
+        message.token_counts, core=rt.core
+    )  # word pairs and shape tokens not counted
     options = parse_config(live.options, classes=live.classes)
     needed = options.min_train_tokens or (1 if message.from_text else rt.settings.min_train_tokens)
     if found < needed:

@@ -3,7 +3,8 @@
 Public interface: `tokenize_raw`, `tokenize_text`, `text_only`, `load_stop_words`,
 `TokenizerLimits`, `TokenizedMessage`, `evidence_count`, `token_lines`; hashed tokens:
 `hash_raw`, `hash_text`, `HashedTokens`, `token_hash`, `token_digest`; defect codes in
-`app.text.defects`.
+`app.text.defects`. Each entry point is given the token core (`app.text.core.TokenCore`) its
+process chose once (`app.text.core.resolve`); the room keeps no choice of its own.
 """
 
 from app.text.hashed import HashedTokens, token_digest

@@ -1,9 +1,10 @@
 """Which token core runs: the compiled extension (app.text._core) or the pure-Python reference.
 
 Both give the same tokens (tests/text/test_core_parity.py). The compiled one is built at
-install time when a C compiler is present; without one the Python functions run. The rest of
-the text room calls the hot functions through `active()`, so the choice is made once per
-process (`use_core`, from the SPAMSIFT_TOKENIZER setting) and never per message.
+install time when a C compiler is present; without one the Python functions run. Each
+process root chooses its core once (`resolve`, from the SPAMSIFT_TOKENIZER setting) and
+passes it to the text room's entry points, which pass it on: the room holds no choice of its
+own.
 """
 
 import importlib
@@ -117,7 +118,6 @@ def compiled_from(module: object) -> TokenCore | None:
 
 
 COMPILED = _compiled()  # None where the extension was not built
-_active = COMPILED or PYTHON
 
 
 class CoreUnavailable(ValueError):
@@ -136,15 +136,3 @@ def resolve(choice: CoreChoice) -> TokenCore:
             )
         return PYTHON
     return COMPILED
-
-
-def use_core(choice: CoreChoice) -> TokenCore:
-    """Make `choice` this process's core and return it; raise CoreUnavailable if not built."""
-    global _active
-    _active = resolve(choice)
-    return _active
-
-
-def active() -> TokenCore:
-    """Return the core this process runs."""
-    return _active

@@ -10,7 +10,7 @@ partial read of a model not held).
 The hash is `app.token_hash`, the one a model's token index uses: CPython's SipHash-1-3 of
 the token's UTF-8 bytes, keyed at random per process, never stored.
 
-`tokenize.hash_raw` and `hash_text` run the one tokenizer pipeline into the active core's
+`tokenize.hash_raw` and `hash_text` run the one tokenizer pipeline into their core's
 HashCounter: the compiled one counts the tokens by hash in C as its loops find them, with the
 word pairs and the digest, and makes a `str` only for the rarer tokens (URLs, domains, header
 names, part, link and shape tokens, `skip:`), never for a word, whatever its script. The
@@ -27,16 +27,16 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import NDArray
 
-from app.text import core
+from app.text.core import TokenCore
 from app.token_hash import token_hashes
 
 HashArray = NDArray[np.int64]
 
 
-def token_digest(token_counts: dict[str, int]) -> str:
+def token_digest(token_counts: dict[str, int], *, core: TokenCore) -> str:
     """sha256 (hex) of the lines "token<TAB>count" in token order: stored in message keys,
     so the bytes hashed must never change."""
-    return hashlib.sha256(core.active().token_lines(token_counts)).hexdigest()
+    return hashlib.sha256(core.token_lines(token_counts)).hexdigest()
 
 
 class HashedTokens:
@@ -79,9 +79,11 @@ class HashedTokens:
         return (_rehashed, (token_counts, self.digest, self.defects))
 
     @classmethod
-    def of(cls, token_counts: dict[str, int], defects: tuple[str, ...]) -> HashedTokens:
+    def of(
+        cls, token_counts: dict[str, int], defects: tuple[str, ...], *, core: TokenCore
+    ) -> HashedTokens:
         """The reference: a string tokenizer's counts, each text hashed."""
-        return _rehashed(token_counts, token_digest(token_counts), defects)
+        return _rehashed(token_counts, token_digest(token_counts, core=core), defects)
 
 
 def _rehashed(token_counts: dict[str, int], digest: str, defects: tuple[str, ...]) -> HashedTokens:

@@ -15,8 +15,9 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from app.text import core, defects
+from app.text import defects
 from app.text.charsets import decode_bytes, decode_str, lookup_codec
+from app.text.core import TokenCore
 from app.text.html import html_to_text
 from app.text.limits import TokenizerLimits
 
@@ -85,29 +86,29 @@ def normalize_newlines(text: str) -> str:
     return text
 
 
-def parse_message(raw: str | bytes, *, limits: TokenizerLimits) -> ParsedMessage:
+def parse_message(raw: str | bytes, *, limits: TokenizerLimits, core: TokenCore) -> ParsedMessage:
     """Parse a raw message; never raise, note what was wrong in `defects`.
 
     Bytes are read as Latin-1 (one character per byte) and each part is decoded with its
     own declared charset later; a str is taken as already decoded where it holds characters
-    above U+00FF.
+    above U+00FF. `core` runs the header loops.
     """
     text = raw.decode("latin-1") if isinstance(raw, bytes) else raw
     text = normalize_newlines(text)
     if text.startswith("From "):
         match = _MBOX_FROM.match(text)
         text = text[match.end() :] if match else ""
-    block = core.active().split_header_block(text, limits)
+    block = core.split_header_block(text, limits)
     message = ParsedMessage(headers=[], defects=set(block.defects))
     if not block.fields:
         message.defects.add(defects.NO_HEADERS)
-    top = _content_info(block.fields, "text/plain", message.defects)
-    message.headers = core.active().decode_header_values(block.fields, top.charset, message.defects)
-    _walk(_Part(block.fields, block.body, 0, "text/plain"), message, limits)
+    top = _content_info(block.fields, "text/plain", message.defects, core)
+    message.headers = core.decode_header_values(block.fields, top.charset, message.defects)
+    _walk(_Part(block.fields, block.body, 0, "text/plain"), message, limits, core)
     return message
 
 
-def _walk(root: _Part, message: ParsedMessage, limits: TokenizerLimits) -> None:
+def _walk(root: _Part, message: ParsedMessage, limits: TokenizerLimits, core: TokenCore) -> None:
     """Walk the MIME tree depth first in document order, filling `message`."""
     stack = [root]
     parts = 0
@@ -120,17 +121,17 @@ def _walk(root: _Part, message: ParsedMessage, limits: TokenizerLimits) -> None:
         if parts > limits.max_mime_parts:
             message.defects.add(defects.TRUNCATED)
             return
-        info = _content_info(part.fields, part.default_type, message.defects)
+        info = _content_info(part.fields, part.default_type, message.defects, core)
         if part.fields:
             message.part_types.append(info.content_type)
         if info.content_type.startswith("multipart/"):
-            children = _split_multipart(part, info, message, limits)
+            children = _split_multipart(part, info, message, limits, core)
             stack.extend(reversed(children))
         elif info.content_type in _MESSAGE_TYPES and not info.is_attachment:
             if part.depth >= limits.max_mime_depth:
                 message.defects.add(defects.MIME_DEPTH)
                 continue
-            inner = core.active().split_header_block(part.body, limits)
+            inner = core.split_header_block(part.body, limits)
             message.defects |= inner.defects
             stack.append(_Part(inner.fields, inner.body, part.depth + 1, "text/plain"))
         elif info.content_type in _TEXT_TYPES and not (info.is_attachment and info.extension):
@@ -155,7 +156,11 @@ def _walk(root: _Part, message: ParsedMessage, limits: TokenizerLimits) -> None:
 
 
 def _split_multipart(
-    part: _Part, info: _ContentInfo, message: ParsedMessage, limits: TokenizerLimits
+    part: _Part,
+    info: _ContentInfo,
+    message: ParsedMessage,
+    limits: TokenizerLimits,
+    core: TokenCore,
 ) -> list[_Part]:
     """Return the child parts of a multipart, or the body read as text when it has none.
 
@@ -195,7 +200,9 @@ def _split_multipart(
             continue
         if part_start >= 0:
             children.append(
-                _child(body[part_start : max(found - 1, part_start)], part, child_default, limits)
+                _child(
+                    body[part_start : max(found - 1, part_start)], part, child_default, limits, core
+                )
             )
             if len(children) >= limits.max_mime_parts:
                 message.defects.add(defects.TRUNCATED)
@@ -210,24 +217,26 @@ def _split_multipart(
         return as_text
     if not closed:
         message.defects.add(defects.BAD_MIME)
-        children.append(_child(body[part_start:], part, child_default, limits))
+        children.append(_child(body[part_start:], part, child_default, limits, core))
     return children
 
 
-def _child(text: str, parent: _Part, default_type: str, limits: TokenizerLimits) -> _Part:
+def _child(
+    text: str, parent: _Part, default_type: str, limits: TokenizerLimits, core: TokenCore
+) -> _Part:
     if text.startswith("\n"):
         return _Part([], text[1:], parent.depth + 1, default_type)
     # Part headers are capped like top-level ones; their defects are not reported (a part
     # without headers is normal).
-    block = core.active().split_header_block(text, limits)
+    block = core.split_header_block(text, limits)
     return _Part(block.fields, block.body, parent.depth + 1, default_type)
 
 
 def _content_info(
-    fields: list[tuple[str, str]], default_type: str, found: set[str]
+    fields: list[tuple[str, str]], default_type: str, found: set[str], core: TokenCore
 ) -> _ContentInfo:
     """Read Content-Type, -Transfer-Encoding and -Disposition of one part."""
-    content_type, disposition, transfer_encoding = core.active().content_fields(fields)
+    content_type, disposition, transfer_encoding = core.content_fields(fields)
     if len(content_type or "") + len(disposition or "") <= _CACHED_VALUE_CHARS:
         parameters = _cached_parameters(content_type, disposition, default_type)
     else:

@@ -8,7 +8,7 @@ token took Robinson-Fisher's 1-ROCA on 2,000 SMS from 1.55 % to 0.62 % (batch) a
 corpus (docs/accuracy.md).
 """
 
-from app.text import core
+from app.text.core import TokenCore
 
 
 def magnitude(value: int) -> int:
@@ -16,14 +16,16 @@ def magnitude(value: int) -> int:
     return max(value, 0).bit_length()
 
 
-def shape_tokens(size_bytes: int, tokens: list[str], part_types: list[str] | None) -> list[str]:
+def shape_tokens(
+    size_bytes: int, tokens: list[str], part_types: list[str] | None, *, core: TokenCore
+) -> list[str]:
     """Return `size:k` (bytes), `links:k` (`url:` tokens) and, for MIME mail, `html:q`.
 
     `html:q` is the quarter of the message's distinct text part types that is text/html
     ("0" plain only, "2" plain and HTML, "4" HTML only, "none" without a text part); it is
     given only when `part_types` is (a raw message, not a plain text).
     """
-    links = core.active().count_prefixed(tokens, "url:")  # compiled: no Python call per token
+    links = core.count_prefixed(tokens, "url:")  # compiled: no Python call per token
     return shape_of(size_bytes, links, part_types)
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import partial
 from itertools import islice
 
-from app.text import core, defects
+from app.text import defects
 from app.text.core import TokenCore, TokenSink
 from app.text.hashed import HashedTokens
 from app.text.limits import DEFAULT_LIMITS, TokenizerLimits
@@ -111,18 +111,18 @@ def link_tokens(links: Iterable[str], limits: TokenizerLimits) -> list[str]:
 DERIVED_PREFIXES = ("pair:", "size:", "links:", "html:")
 
 
-def evidence_count(token_counts: dict[str, int]) -> int:
+def evidence_count(token_counts: dict[str, int], *, core: TokenCore) -> int:
     """Return the distinct tokens read from a message, without word pairs and shape tokens.
 
     What a floor on the tokens needed to train counts: pairs and shape add no evidence of
     their own to a message of too few words.
     """
-    return len(token_counts) - core.active().count_prefixed(token_counts, DERIVED_PREFIXES)
+    return len(token_counts) - core.count_prefixed(token_counts, DERIVED_PREFIXES)
 
 
-def token_lines(token_counts: dict[str, int]) -> bytes:
+def token_lines(token_counts: dict[str, int], *, core: TokenCore) -> bytes:
     """Return the lines "token<TAB>count" in token order, UTF-8: what a message key hashes."""
-    return core.active().token_lines(token_counts)
+    return core.token_lines(token_counts)
 
 
 # The pipeline: the token families, their order, the time budget and the caps, written once
@@ -172,9 +172,11 @@ def _shape_into(
         sink.extend(shape_of(size(), sink.url_tokens, part_types))
 
 
-def _raw_into(sink: TokenSink, raw: str | bytes, limits: TokenizerLimits) -> set[str]:
+def _raw_into(
+    sink: TokenSink, raw: str | bytes, limits: TokenizerLimits, core: TokenCore
+) -> set[str]:
     """Put a raw message's tokens into `sink`; return its defects so far."""
-    message = parse_message(raw, limits=limits)
+    message = parse_message(raw, limits=limits, core=core)
     _message_into(sink, message, limits)
     # The size of the visible text, not of the raw message: headers (spamsift's own marks,
     # relays) and encodings do not change it, and a text gets the same measure.
@@ -193,45 +195,45 @@ def _text_into(sink: TokenSink, text: str, limits: TokenizerLimits) -> set[str]:
     return found
 
 
-def tokenize_raw(raw: str | bytes, *, limits: TokenizerLimits = DEFAULT_LIMITS) -> TokenizedMessage:
+# Every entry point takes the core (app.text.core.TokenCore) whose loops run: the process
+# root chose it.
+
+
+def tokenize_raw(
+    raw: str | bytes, *, limits: TokenizerLimits = DEFAULT_LIMITS, core: TokenCore
+) -> TokenizedMessage:
     """Tokenize a raw RFC 822 message (bytes, or a str already decoded); never raise."""
-    return _tokenized(partial(_raw_into, raw=raw, limits=limits), limits, core.active())
+    return _tokenized(partial(_raw_into, raw=raw, limits=limits, core=core), limits, core)
 
 
-def tokenize_text(text: str, *, limits: TokenizerLimits = DEFAULT_LIMITS) -> TokenizedMessage:
+def tokenize_text(
+    text: str, *, limits: TokenizerLimits = DEFAULT_LIMITS, core: TokenCore
+) -> TokenizedMessage:
     """Tokenize plain text (an SMS, a pasted body): body tokens only; never raise."""
-    return _tokenized(partial(_text_into, text=text, limits=limits), limits, core.active())
+    return _tokenized(partial(_text_into, text=text, limits=limits), limits, core)
 
 
 def hash_raw(
-    raw: str | bytes,
-    *,
-    limits: TokenizerLimits = DEFAULT_LIMITS,
-    token_core: TokenCore | None = None,
+    raw: str | bytes, *, limits: TokenizerLimits = DEFAULT_LIMITS, core: TokenCore
 ) -> HashedTokens:
-    """Tokenize a raw RFC 822 message into hashed tokens (app.text.hashed); never raise.
-
-    `token_core`: the core whose token loops and counter run, by default the process's
-    (app.text.core.active, which MIME parsing uses either way).
-    """
-    return _hashed(partial(_raw_into, raw=raw, limits=limits), limits, token_core)
+    """Tokenize a raw RFC 822 message into hashed tokens (app.text.hashed); never raise."""
+    return _hashed(partial(_raw_into, raw=raw, limits=limits, core=core), limits, core)
 
 
 def hash_text(
-    text: str, *, limits: TokenizerLimits = DEFAULT_LIMITS, token_core: TokenCore | None = None
+    text: str, *, limits: TokenizerLimits = DEFAULT_LIMITS, core: TokenCore
 ) -> HashedTokens:
     """Tokenize plain text into hashed tokens; never raise."""
-    return _hashed(partial(_text_into, text=text, limits=limits), limits, token_core)
+    return _hashed(partial(_text_into, text=text, limits=limits), limits, core)
 
 
 def _hashed(
-    into: Callable[[TokenSink], set[str]], limits: TokenizerLimits, token_core: TokenCore | None
+    into: Callable[[TokenSink], set[str]], limits: TokenizerLimits, core: TokenCore
 ) -> HashedTokens:
-    token_core = token_core or core.active()
-    if token_core.hash_counter is None:  # the reference: the string tokens, each hashed
-        tokenized = _tokenized(into, limits, token_core)
-        return HashedTokens.of(tokenized.token_counts, tokenized.defects)
-    counter = token_core.hash_counter()
+    if core.hash_counter is None:  # the reference: the string tokens, each hashed
+        tokenized = _tokenized(into, limits, core)
+        return HashedTokens.of(tokenized.token_counts, tokenized.defects, core=core)
+    counter = core.hash_counter()
     try:
         found = into(counter)
         hashes, counts, digest, texts, truncated = counter.result(limits.max_distinct_tokens)
@@ -243,9 +245,9 @@ def _hashed(
 
 
 def _tokenized(
-    into: Callable[[TokenSink], set[str]], limits: TokenizerLimits, token_core: TokenCore
+    into: Callable[[TokenSink], set[str]], limits: TokenizerLimits, core: TokenCore
 ) -> TokenizedMessage:
-    sink = TokenList(token_core)
+    sink = TokenList(core)
     found = into(sink)
     token_counts, truncated = sink.counts(limits.max_distinct_tokens)
     return TokenizedMessage(token_counts=token_counts, defects=_defects(found, truncated))
@@ -275,11 +277,11 @@ def cap_text(text: str, max_bytes: int, found: set[str]) -> str:
     return encoded[:max_bytes].decode("utf-8", "ignore")
 
 
-def text_only(raw: str | bytes) -> str:
+def text_only(raw: str | bytes, *, core: TokenCore) -> str:
     """Return the decoded Subject and the text of every text part (HTML without tags).
 
     This is the "text only" view of `spamsift evaluate --text-only`: no other header and no
     MIME structure, to be passed to `tokenize_text`.
     """
-    message = parse_message(raw, limits=DEFAULT_LIMITS)
+    message = parse_message(raw, limits=DEFAULT_LIMITS, core=core)
     return "\n".join([message.subject, *message.texts])

@@ -25,6 +25,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 
 from app.text import (
     HashedTokens,
@@ -35,36 +36,48 @@ from app.text import (
     token_digest,
     tokenize_raw,
 )
+from app.text.core import TokenCore
 from bench import data
 
 LIMITS = TokenizerLimits()
 
 
-def string_path(raw: bytes) -> str:
-    return token_digest(tokenize_raw(raw, limits=LIMITS).token_counts)
+def string_path(raw: bytes, core: TokenCore) -> str:
+    return token_digest(tokenize_raw(raw, limits=LIMITS, core=core).token_counts, core=core)
 
 
-def reference_hash_raw(raw: bytes) -> HashedTokens:
-    """The Python core's hash_raw over the active core's string tokens."""
-    tokenized = tokenize_raw(raw, limits=LIMITS)
-    return HashedTokens.of(tokenized.token_counts, tokenized.defects)
+def reference_hash_raw(raw: bytes, core: TokenCore) -> HashedTokens:
+    """The Python core's hash_raw over `core`'s string tokens."""
+    tokenized = tokenize_raw(raw, limits=LIMITS, core=core)
+    return HashedTokens.of(tokenized.token_counts, tokenized.defects, core=core)
 
 
-def variants() -> dict[str, tuple[str, Callable[[bytes], object]]]:
-    """name -> (token core, the work on one message)."""
-    found = {
-        "parse_message alone": ("python", lambda raw: parse_message(raw, limits=LIMITS)),
-        "string path (tokenize_raw + token_digest), Python core": ("python", string_path),
-        "hash_raw, reference (Python core)": ("python", lambda raw: hash_raw(raw, limits=LIMITS)),
+def parse_only(raw: bytes, core: TokenCore) -> object:
+    return parse_message(raw, limits=LIMITS, core=core)
+
+
+def hashed(raw: bytes, core: TokenCore) -> HashedTokens:
+    return hash_raw(raw, limits=LIMITS, core=core)
+
+
+def variants() -> dict[str, Callable[[bytes], object]]:
+    """name -> the work on one message, with its token core."""
+    python = core.PYTHON
+    found: dict[str, Callable[[bytes], object]] = {
+        "parse_message alone": partial(parse_only, core=python),
+        "string path (tokenize_raw + token_digest), Python core": partial(string_path, core=python),
+        "hash_raw, reference (Python core)": partial(hashed, core=python),
     }
-    if core.COMPILED is not None:
+    compiled = core.COMPILED
+    if compiled is not None:
         found |= {
-            "string path (tokenize_raw + token_digest), compiled core": ("compiled", string_path),
-            "hash_raw, reference over the compiled string core (before)": (
-                "compiled",
-                reference_hash_raw,
+            "string path (tokenize_raw + token_digest), compiled core": partial(
+                string_path, core=compiled
             ),
-            "hash_raw, compiled core (now)": ("compiled", lambda raw: hash_raw(raw, limits=LIMITS)),
+            "hash_raw, reference over the compiled string core (before)": partial(
+                reference_hash_raw, core=compiled
+            ),
+            "hash_raw, compiled core (now)": partial(hashed, core=compiled),
         }
     return found
 
@@ -73,17 +86,12 @@ def measure(runs: int) -> dict[str, object]:
     raws = [m.raw or b"" for m in data.split("spamassassin").test]
     work = variants()
     cpu: dict[str, list[float]] = {name: [] for name in work}
-    before = core.active()
-    try:
-        for _ in range(runs):
-            for name, (choice, function) in work.items():
-                core.use_core(choice)  # type: ignore[arg-type]
-                started = time.process_time()
-                for raw in raws:
-                    function(raw)
-                cpu[name].append(time.process_time() - started)
-    finally:
-        core.use_core(before.name)
+    for _ in range(runs):
+        for name, function in work.items():
+            started = time.process_time()
+            for raw in raws:
+                function(raw)
+            cpu[name].append(time.process_time() - started)
     per = 1e6 / len(raws)
     return {
         "load_average": [round(load, 2) for load in os.getloadavg()],  # 1, 5, 15 min, at the end

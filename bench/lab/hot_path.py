@@ -20,6 +20,7 @@ from typing import Any
 
 from app.service.messages import Message, header_message_id, prepare, token_digest
 from app.text import TokenizerLimits, core, evidence_count, parse_message, tokenize_raw
+from app.text.core import TokenCore
 from app.text.pairs import SKIPPED_WORDS
 from app.text.tokenize import DERIVED_PREFIXES
 from app.text.words import normalize_text
@@ -57,39 +58,44 @@ def main() -> None:
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     raws = [m.raw or b"" for m in data.split("spamassassin").test]
     chars = LIMITS.max_token_chars
-    counts = [tokenize_raw(raw).token_counts for raw in raws]
+    reference = core.PYTHON
+    counts = [tokenize_raw(raw, core=reference).token_counts for raw in raws]
     # The links step counted `url:` over the message's tokens before they were counted: each
     # token as often as it was emitted.
     token_lists = [list(Counter(each).elements()) for each in counts]
     texts = [
-        core.active().text_tokens(normalize_text(text), chars)
+        reference.text_tokens(normalize_text(text), chars)
         for raw in raws
-        for text in parse_message(raw, limits=LIMITS).texts
+        for text in parse_message(raw, limits=LIMITS, core=reference).texts
     ]
     messages = [Message(raw=raw) for raw in raws]
 
-    def each(function: Callable[[Any], object], inputs: list[Any]) -> Callable[[], None]:
-        def run() -> None:
+    def each(
+        function: Callable[[Any, TokenCore], object], inputs: list[Any]
+    ) -> Callable[[TokenCore], None]:
+        def run(token_core: TokenCore) -> None:
             for item in inputs:
-                function(item)
+                function(item, token_core)
 
         return run
 
-    active = core.active
-    steps: dict[str, tuple[str, Callable[[], None]]] = {
-        "links (shape), before": ("python", each(links_before, token_lists)),
-        "links (shape), now": ("", each(lambda t: active().count_prefixed(t, "url:"), token_lists)),
-        "evidence_count, before": ("python", each(evidence_before, counts)),
-        "evidence_count, now": ("", each(evidence_count, counts)),
-        "pair_tokens, before": ("python", each(lambda t: pairs_before(t, chars), texts)),
-        "pair_tokens, now": ("", each(lambda t: active().pair_tokens(t, chars), texts)),
-        "token_digest, before": ("python", each(digest_before, counts)),
-        "token_digest, now": ("", each(token_digest, counts)),
-        "header_message_id, before": ("python", each(message_id_before, raws)),
-        "header_message_id, now": ("python", each(header_message_id, raws)),
+    def before(function: Callable[[Any], object]) -> Callable[[Any, TokenCore], object]:
+        return lambda item, _core: function(item)
+
+    steps: dict[str, tuple[str, Callable[[TokenCore], None]]] = {
+        "links (shape), before": ("python", each(before(links_before), token_lists)),
+        "links (shape), now": ("", each(lambda t, c: c.count_prefixed(t, "url:"), token_lists)),
+        "evidence_count, before": ("python", each(before(evidence_before), counts)),
+        "evidence_count, now": ("", each(lambda t, c: evidence_count(t, core=c), counts)),
+        "pair_tokens, before": ("python", each(before(lambda t: pairs_before(t, chars)), texts)),
+        "pair_tokens, now": ("", each(lambda t, c: c.pair_tokens(t, chars), texts)),
+        "token_digest, before": ("python", each(before(digest_before), counts)),
+        "token_digest, now": ("", each(lambda t, c: token_digest(t, core=c), counts)),
+        "header_message_id, before": ("python", each(before(message_id_before), raws)),
+        "header_message_id, now": ("python", each(before(header_message_id), raws)),
         "prepare (whole), now": (
             "",
-            each(lambda m: prepare(m, limits=LIMITS, max_message_bytes=10**8), messages),
+            each(lambda m, c: prepare(m, limits=LIMITS, max_message_bytes=10**8, core=c), messages),
         ),
     }
     cores = ["python"] + (["compiled"] if core.COMPILED is not None else [])
@@ -97,11 +103,10 @@ def main() -> None:
     for _ in range(runs):
         for name, (only, run) in steps.items():
             for choice in [only] if only else cores:
-                core.use_core(choice)  # type: ignore[arg-type]
+                token_core = core.resolve(choice)  # type: ignore[arg-type]
                 started = time.process_time()
-                run()
+                run(token_core)
                 cpu.setdefault((name, choice), []).append(time.process_time() - started)
-    core.use_core("auto")
     print(f"{len(raws)} messages (SpamAssassin test split); CPU ms per message, median of {runs}")
     print("| step | core | ms per message (min-max) |")
     print("|---|---|---|")

@@ -17,11 +17,13 @@ import sys
 from app.config import Settings
 from app.service.messages import Message, prepare
 from app.service.runtime import tokenizer_limits
+from app.text.core import resolve
 from bench import data
 
 
 def measure(name: str, settings: Settings) -> dict[str, object]:
     limits = tokenizer_limits(settings)
+    core = resolve(settings.tokenizer)
     seen: set[str] = set()
     per_message: list[int] = []
     batches = [0]
@@ -30,6 +32,7 @@ def measure(name: str, settings: Settings) -> dict[str, object]:
             Message(raw=message.raw, text=message.text),
             limits=limits,
             max_message_bytes=settings.max_message_bytes,
+            core=core,
         ).token_counts
         new = [token for token in tokens if token not in seen]
         seen.update(new)

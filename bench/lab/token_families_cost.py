@@ -25,29 +25,31 @@ from bench import data
 
 
 @contextlib.contextmanager
-def without_new_families() -> Iterator[None]:
-    """Tokenize as before word pairs and shape tokens: the active core's pairs and the shape
-    tokens return nothing."""
+def without_shape() -> Iterator[None]:
+    """Tokenize without shape tokens: they return nothing (pairs: `without_pairs`)."""
     tokenize = importlib.import_module("app.text.tokenize")
-    no_pairs = dataclasses.replace(core.active(), pair_tokens=lambda _tokens, _chars: [])
-    saved = tokenize.shape_of, core.active
+    saved = tokenize.shape_of
     tokenize.shape_of = lambda _size, _urls, _types: []
-    core.active = lambda: no_pairs  # this process only: a measurement, not a setting
     try:
         yield
     finally:
-        tokenize.shape_of, core.active = saved
+        tokenize.shape_of = saved
 
 
-def one_pass(messages: list[LabelledMessage]) -> tuple[float, float]:
+def without_pairs(token_core: core.TokenCore) -> core.TokenCore:
+    """`token_core` whose word pairs return nothing."""
+    return dataclasses.replace(token_core, pair_tokens=lambda _tokens, _chars: [])
+
+
+def one_pass(messages: list[LabelledMessage], token_core: core.TokenCore) -> tuple[float, float]:
     """Return (CPU ms per message, distinct tokens per message)."""
     distinct = 0
     start = time.thread_time()
     for message in messages:
         if message.raw is not None:
-            distinct += len(tokenize_raw(message.raw).token_counts)
+            distinct += len(tokenize_raw(message.raw, core=token_core).token_counts)
         else:
-            distinct += len(tokenize_text(message.text or "").token_counts)
+            distinct += len(tokenize_text(message.text or "", core=token_core).token_counts)
     seconds = time.thread_time() - start
     return 1000 * seconds / len(messages), distinct / len(messages)
 
@@ -57,13 +59,14 @@ def main() -> None:
     parser.add_argument("--step", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
+    token_core = core.resolve("auto")
     for corpus in ("spamassassin", "sms-spam-collection"):
         messages = data.load(corpus)[:: args.step]
         runs: dict[str, list[tuple[float, float]]] = {"before": [], "with pairs and shape": []}
         for _ in range(args.rounds):
-            with without_new_families():
-                runs["before"].append(one_pass(messages))
-            runs["with pairs and shape"].append(one_pass(messages))
+            with without_shape():
+                runs["before"].append(one_pass(messages, without_pairs(token_core)))
+            runs["with pairs and shape"].append(one_pass(messages, token_core))
         for name, results in runs.items():
             ms = [r[0] for r in results]
             print(

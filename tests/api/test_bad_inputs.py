@@ -39,6 +39,7 @@ from tests.api.test_request_limits import server as uvicorn_server  # noqa: F401
 from tests.api.test_request_limits import status_of
 from tests.bad_inputs import BadInput, catalogue, line_ending_variants
 from tests.builders import spam_message, spam_text, stored_counts, train_examples
+from tests.cores import TOKEN_CORE
 
 RFC822 = {"content-type": "message/rfc822"}
 JSON_BODY = {"content-type": "application/json"}
@@ -165,14 +166,14 @@ def test_a_bad_message_is_answered_as_documented_and_stored_safely(
                     empty_json = send(client, "POST", url, content=b"", headers=JSON_BODY)
                     assert error_code(empty_json) == "invalid_input"
                 continue
-            expected = tokenize_raw(message, limits=limits)
+            expected = tokenize_raw(message, limits=limits, core=TOKEN_CORE)
             classified = classify(client, form, message)
             assert classified.status_code == 200, classified.text
             assert classified.json()["defects"] == list(expected.defects)
             assert bad.defects <= set(classified.json()["defects"])
 
             trained = train(client, form, message)
-            if evidence_count(expected.token_counts) >= config.min_train_tokens:
+            if evidence_count(expected.token_counts, core=TOKEN_CORE) >= config.min_train_tokens:
                 assert trained.status_code == 200, trained.text
                 assert trained.json()["defects"] == list(expected.defects)
             else:
@@ -180,7 +181,13 @@ def test_a_bad_message_is_answered_as_documented_and_stored_safely(
                 assert error_code(trained) == "too_few_tokens"
         assert_database_clean(client)
 
-    if 0 < evidence_count(tokenize_raw(raw, limits=limits).token_counts) < config.min_train_tokens:
+    if (
+        0
+        < evidence_count(
+            tokenize_raw(raw, limits=limits, core=TOKEN_CORE).token_counts, core=TOKEN_CORE
+        )
+        < config.min_train_tokens
+    ):
         # Refused for too few tokens above: where any token is enough, its tokens are stored.
         with app_client(bad_input_settings(settings, min_train_tokens=1)) as client:
             trained = train(client, "rfc822", raw)

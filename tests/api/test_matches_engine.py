@@ -13,6 +13,7 @@ from app.bayes.naive_bayes import Classifier
 from app.service.model_config import ModelConfig
 from app.text import TokenizerLimits, tokenize_raw, tokenize_text
 from tests.builders import ham_message, ham_text, spam_message, spam_text
+from tests.cores import TOKEN_CORE
 
 CLASSES = ("ham", "spam")
 
@@ -28,8 +29,8 @@ def training_set() -> list[tuple[str, dict[str, str]]]:
 
 def token_counts(message: dict[str, str], limits: TokenizerLimits) -> dict[str, int]:
     if "raw" in message:
-        return tokenize_raw(message["raw"], limits=limits).token_counts
-    return tokenize_text(message["text"], limits=limits).token_counts
+        return tokenize_raw(message["raw"], limits=limits, core=TOKEN_CORE).token_counts
+    return tokenize_text(message["text"], limits=limits, core=TOKEN_CORE).token_counts
 
 
 def reference_classifier(

@@ -20,6 +20,7 @@ from app.config import Settings
 from app.main import create_app
 from app.text import TokenizerLimits, tokenize_raw, tokenize_text
 from tests.builders import spam_text, stored_counts, train_examples
+from tests.cores import TOKEN_CORE
 
 RFC822 = {"content-type": "message/rfc822"}
 TRAIN = "/v1/models/default/train"
@@ -253,8 +254,10 @@ def test_distinct_tokens_up_to_the_limit_are_kept_and_one_more_is_truncated(
     at_limit_text = " ".join(f"a{i}" for i in range((limit - 2) // 2)) + " http://x.example"
     beyond_text = " ".join(f"b{i}" for i in range(limit // 2))
     unlimited = TokenizerLimits(max_distinct_tokens=10 * limit)
-    assert len(tokenize_text(at_limit_text, limits=unlimited).token_counts) == limit
-    beyond_tokens = list(tokenize_text(beyond_text, limits=unlimited).token_counts)
+    assert (
+        len(tokenize_text(at_limit_text, limits=unlimited, core=TOKEN_CORE).token_counts) == limit
+    )
+    beyond_tokens = list(tokenize_text(beyond_text, limits=unlimited, core=TOKEN_CORE).token_counts)
     assert len(beyond_tokens) == limit + 1
     with client_with(settings, max_distinct_tokens=limit) as client:
         at_limit = train_text(client, at_limit_text)
@@ -265,7 +268,9 @@ def test_distinct_tokens_up_to_the_limit_are_kept_and_one_more_is_truncated(
     assert "truncated" in beyond["defects"]
     assert at_limit["tokens"] == beyond["tokens"] == limit
     assert set(beyond_tokens[:limit]) <= tokens  # the first `limit` distinct tokens are kept
-    at_limit_tokens = set(tokenize_text(at_limit_text, limits=unlimited).token_counts)
+    at_limit_tokens = set(
+        tokenize_text(at_limit_text, limits=unlimited, core=TOKEN_CORE).token_counts
+    )
     assert tokens == at_limit_tokens | set(beyond_tokens[:limit])
 
 
@@ -316,7 +321,7 @@ def test_training_raw_mail_needs_min_train_tokens(settings: Settings, limit: int
         assert nothing_stored.nonzero_counts() == {}
         assert enough.status_code == 200, enough.text
         # every token stored, word pairs and shape tokens included
-        expected = len(tokenize_raw(body_only(words(limit, "e"))).token_counts)
+        expected = len(tokenize_raw(body_only(words(limit, "e")), core=TOKEN_CORE).token_counts)
         assert enough.json()["tokens"] == expected > limit
 
 
@@ -368,7 +373,9 @@ def test_plain_text_trains_with_any_token_while_raw_mail_keeps_the_floor(
         )
 
     assert short_text.status_code == 200, short_text.text
-    assert short_text.json()["tokens"] == len(tokenize_text("free prize now").token_counts)
+    assert short_text.json()["tokens"] == len(
+        tokenize_text("free prize now", core=TOKEN_CORE).token_counts
+    )
     assert feedback.status_code == 200, feedback.text
     assert short_mail.status_code == 422
     assert error_code(short_mail) == "too_few_tokens"

@@ -10,7 +10,6 @@ from fastapi.testclient import TestClient
 
 from app.config import Settings
 from app.main import create_app
-from app.text.core import active
 from tests.builders import (
     ham_message,
     ham_text,
@@ -19,6 +18,7 @@ from tests.builders import (
     stored_counts,
     train_examples,
 )
+from tests.cores import TOKEN_CORE
 
 RFC822 = {"content-type": "message/rfc822"}
 
@@ -388,7 +388,7 @@ def test_unknown_paths_and_methods_answer_the_error_body(client: TestClient) -> 
 def test_health_and_readiness(client: TestClient) -> None:
     assert client.get("/healthz").json() == {
         "status": "ok",
-        "token_core": active().name,
+        "token_core": TOKEN_CORE.name,
         "database": "ok",
     }
     assert client.get("/readyz").status_code == 200

@@ -27,6 +27,7 @@ from app.service.evaluation import (
 from app.service.model_config import ModelConfig
 from tests.builders import ham_text, spam_text
 from tests.cli.test_evaluate import SPAMSIFT
+from tests.cores import TOKEN_CORE
 
 CONFIG = ModelConfig(event_model="robinson-fisher", stop_words="none").to_engine()
 
@@ -39,7 +40,7 @@ def small_corpus(n: int = 40) -> list[LabelledMessage]:
 
 @pytest.fixture(scope="module")
 def examples() -> list[Example]:
-    return tokenize_corpus(small_corpus())
+    return tokenize_corpus(small_corpus(), core=TOKEN_CORE)
 
 
 @pytest.fixture(scope="module")

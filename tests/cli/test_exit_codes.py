@@ -51,7 +51,7 @@ def test_every_command_refuses_its_bad_arguments_with_status_2(cli: Cli, tmp_pat
 
 def test_version_names_the_installed_version(cli: Cli) -> None:
     from app import __version__
-    from app.text.core import active
+    from tests.cores import TOKEN_CORE
 
-    core = active().name
+    core = TOKEN_CORE.name
     assert cli.ok("--version").strip() == f"spamsift {__version__} (token core: {core})"

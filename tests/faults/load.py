@@ -26,6 +26,7 @@ from app.store.engine import Database
 from app.store.tables import MAX_TOKEN_BYTES
 from app.text import TokenizerLimits
 from tests.builders import counts_from_ledger, stored_cells, stored_counts
+from tests.cores import TOKEN_CORE
 from tests.faults.conftest import LOAD_SECONDS
 
 SYLLABLES = ["ka", "lo", "mi", "ne", "su", "ta", "ri", "po", "ve", "du", "ba", "zo"]
@@ -321,6 +322,7 @@ def tokens_of(message_id: str, text: str) -> dict[str, int]:
             Message(text=text, message_id=message_id),
             limits=TokenizerLimits(),
             max_message_bytes=10 * 1024 * 1024,
+            core=TOKEN_CORE,
         )
         cached = {
             token: n

@@ -30,6 +30,7 @@ from app.service.training import train_batch
 from app.text import TokenizerLimits
 from tests.builders import StoredCounts, ham_message, spam_message, stored_counts
 from tests.conftest import corpora_dir
+from tests.cores import TOKEN_CORE
 from tests.faults.conftest import StartServer
 
 BATCH = 1000
@@ -59,6 +60,7 @@ def batch_items() -> list[dict[str, str]]:
             Message(raw=raw, message_id=message_id),
             limits=TokenizerLimits(),
             max_message_bytes=10 * 1024 * 1024,
+            core=TOKEN_CORE,
         )
         if len(prepared.token_counts) >= MIN_TRAIN_TOKENS:  # else the batch is refused whole
             items.append({"message_id": message_id, "raw": raw, "label": label})

@@ -65,6 +65,7 @@ from app.store.tables import classifications, metadata, models, tokens
 from app.text import tokenize_text
 from tests.builders import stored_counts
 from tests.conftest import empty_postgres
+from tests.cores import TOKEN_CORE
 
 EXAMPLES = int(os.environ.get("SPAMSIFT_PROPERTY_EXAMPLES", "12"))
 STEPS = int(os.environ.get("SPAMSIFT_PROPERTY_STEPS", "30"))
@@ -109,7 +110,7 @@ class Mail:
     @property
     def tokens(self) -> Counter[str]:
         # its words, their pairs and its shape tokens, as the tokenizer gives them
-        return Counter(tokenize_text(self.text).token_counts)
+        return Counter(tokenize_text(self.text, core=TOKEN_CORE).token_counts)
 
     @property
     def message_id(self) -> str:
@@ -117,7 +118,7 @@ class Mail:
 
     @property
     def key(self) -> str:
-        return message_key(self.message_id, token_digest(dict(self.tokens)))
+        return message_key(self.message_id, token_digest(dict(self.tokens), core=TOKEN_CORE))
 
     def message(self) -> Message:
         return Message(text=self.text, message_id=self.client_id)

@@ -17,6 +17,7 @@ from app.service.runtime import Runtime
 from app.service.training import train_batch
 from app.text import token_digest, token_hash
 from tests.conftest import corpus_path
+from tests.cores import TOKEN_CORE
 
 
 def spamassassin(every: int) -> list[tuple[Message, str]]:
@@ -61,7 +62,9 @@ def test_raw_mail_tokenized_in_two_processes_scores_as_in_one(patient_runtime: R
         # Hashed again in this process: the hashes this process's model index uses.
         assert remote.tokens.hashes.tolist() == local.tokens.hashes.tolist()
         assert local.tokens.hashes.tolist() == list(map(token_hash, local.token_counts))
-        assert local.message_key == message_key(local.message_id, token_digest(local.token_counts))
+        assert local.message_key == message_key(
+            local.message_id, token_digest(local.token_counts, core=TOKEN_CORE)
+        )
     one = classify_batch(rt, model_name="default", messages=messages)
     two = classify_batch(rt, model_name="default", messages=messages, processes=2)
     assert two == one

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from app.text.core import COMPILED, TokenCore, resolve
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -42,13 +44,8 @@ TOKEN_CORES = ["python", "compiled"]
 
 
 @pytest.fixture(params=TOKEN_CORES)
-def token_core(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Run the test with each token core, the compiled one skipped where it is not built."""
-    from app.text import core
-
-    if request.param == "compiled" and core.COMPILED is None:
+def token_core(request: pytest.FixtureRequest) -> TokenCore:
+    """Each token core in turn, the compiled one skipped where it is not built."""
+    if request.param == "compiled" and COMPILED is None:
         pytest.skip("the compiled token core (app.text._core) is not built")
-    before = core.active()
-    core.use_core(request.param)
-    yield request.param
-    core.use_core(before.name)
+    return resolve(request.param)

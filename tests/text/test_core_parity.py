@@ -10,6 +10,7 @@ import dataclasses
 import time
 import types
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from app.text import headers as python_headers
 from app.text import words as python_words
 from app.text.tokenize import DERIVED_PREFIXES
 from tests.bad_inputs import BadInput, catalogue
+from tests.cores import TOKEN_CORE
 from tests.text.conftest import raw_bytes, read_corpus
 from tests.text.test_properties import mail_like
 from tests.text.test_robustness import MAX_SECONDS
@@ -31,17 +33,9 @@ COMPILED = core.COMPILED
 LIMITS = TokenizerLimits()
 
 
-def both_ways(function: Callable[[], Any]) -> tuple[Any, Any]:
-    """Return function() with the Python core, then with the compiled one."""
-    before = core.active()
-    try:
-        core.use_core("python")
-        reference = function()
-        core.use_core("compiled")
-        compiled = function()
-    finally:
-        core.use_core(before.name)
-    return reference, compiled
+def both_ways(function: Callable[[core.TokenCore], Any]) -> tuple[Any, Any]:
+    """Return function(core) with the Python core, then with the compiled one."""
+    return function(core.PYTHON), function(COMPILED)
 
 
 def assert_same(reference: TokenizedMessage, compiled: TokenizedMessage, what: str) -> None:
@@ -65,7 +59,9 @@ def test_every_mail_of_the_corpus_gives_the_same_tokens_both_ways(name):
     messages = 0
     for record in read_corpus(name):
         raw = raw_bytes(record)
-        reference, compiled = both_ways(lambda raw=raw: tokenize_raw(raw))
+        reference, compiled = both_ways(
+            lambda token_core, raw=raw: tokenize_raw(raw, core=token_core)
+        )
         assert_same(reference, compiled, record["id"])
         messages += 1
     assert messages > 1900
@@ -75,28 +71,32 @@ def test_every_mail_of_the_corpus_gives_the_same_tokens_both_ways(name):
 def test_every_sms_and_text_only_mail_gives_the_same_tokens_both_ways():
     for record in read_corpus("sms-spam-collection"):
         text = record["text"]
-        reference, compiled = both_ways(lambda text=text: tokenize_text(text))
+        reference, compiled = both_ways(
+            lambda token_core, text=text: tokenize_text(text, core=token_core)
+        )
         assert_same(reference, compiled, record["id"])
     # The text-only view of mail (`evaluate --text-only`): every line a body text.
     for index, record in enumerate(read_corpus("trec06c-subset")):
         if index % 10:
             continue  # the raw test above already reads every message; a tenth here
-        text = text_only(raw_bytes(record))
-        reference, compiled = both_ways(lambda text=text: tokenize_text(text))
+        text = text_only(raw_bytes(record), core=TOKEN_CORE)
+        reference, compiled = both_ways(
+            lambda token_core, text=text: tokenize_text(text, core=token_core)
+        )
         assert_same(reference, compiled, record["id"])
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=2000))
 def test_arbitrary_bytes_give_the_same_tokens_both_ways(raw):
-    reference, compiled = both_ways(lambda: tokenize_raw(raw))
+    reference, compiled = both_ways(lambda token_core: tokenize_raw(raw, core=token_core))
     assert_same(reference, compiled, repr(raw))
 
 
 @settings(max_examples=300, deadline=None)
 @given(mail_like)
 def test_mail_like_bytes_give_the_same_tokens_both_ways(raw):
-    reference, compiled = both_ways(lambda: tokenize_raw(raw))
+    reference, compiled = both_ways(lambda token_core: tokenize_raw(raw, core=token_core))
     assert_same(reference, compiled, repr(raw))
 
 
@@ -176,9 +176,9 @@ def test_every_bad_input_gives_the_same_tokens_both_ways_in_bounded_time(bad: Ba
     the compiled core keeps the time bound of tests/text/test_robustness.py (CPU seconds)."""
     raw = bad.build()
 
-    def tokenize_timed() -> tuple[TokenizedMessage, float]:
+    def tokenize_timed(token_core: core.TokenCore) -> tuple[TokenizedMessage, float]:
         start = time.thread_time()
-        result = tokenize_raw(raw)
+        result = tokenize_raw(raw, core=token_core)
         return result, time.thread_time() - start
 
     (reference, _), (compiled, compiled_seconds) = both_ways(tokenize_timed)
@@ -231,17 +231,15 @@ def test_threads_tokenizing_at_once_get_the_tokens_of_one_thread():
     raws = [raw_bytes(record) for record in islice(read_corpus("spamassassin"), 400)]
     # Over-long words and URLs call back into Python in the middle of a text.
     raws += [b"Subject: x\n\n" + b"word " * 50 + b"y" * 60 + b" http://a.example/p word" * 9] * 50
-    expected, _ = both_ways(lambda: [tokenize_raw(raw) for raw in raws])
-    before, interval = core.active(), sys.getswitchinterval()
-    core.use_core("compiled")
+    expected, _ = both_ways(lambda token_core: [tokenize_raw(raw, core=token_core) for raw in raws])
+    interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)  # threads take turns as often as the interpreter lets them
     try:
         with ThreadPoolExecutor(4) as pool:
             for _ in range(3):
-                assert list(pool.map(tokenize_raw, raws)) == expected
+                assert list(pool.map(partial(tokenize_raw, core=COMPILED), raws)) == expected
     finally:
         sys.setswitchinterval(interval)
-        core.use_core(before.name)
 
 
 token_keys = st.one_of(

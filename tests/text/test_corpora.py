@@ -3,6 +3,7 @@
 import pytest
 
 from app.text import text_only, tokenize_raw, tokenize_text
+from tests.cores import TOKEN_CORE
 from tests.text.conftest import raw_bytes, read_corpus
 
 pytestmark = pytest.mark.corpus
@@ -19,10 +20,12 @@ def test_every_mail_of_the_corpus_tokenizes_raw_and_text_only(name):
     messages = 0
     for record in read_corpus(name):
         raw = raw_bytes(record)
-        result = tokenize_raw(raw)
+        result = tokenize_raw(raw, core=TOKEN_CORE)
         assert result.token_counts, record["id"]
         assert_storable(result.token_counts)
-        assert_storable(tokenize_text(text_only(raw)).token_counts)
+        assert_storable(
+            tokenize_text(text_only(raw, core=TOKEN_CORE), core=TOKEN_CORE).token_counts
+        )
         messages += 1
     assert messages > 6000
 
@@ -30,7 +33,7 @@ def test_every_mail_of_the_corpus_tokenizes_raw_and_text_only(name):
 def test_every_sms_of_the_corpus_tokenizes():
     messages = 0
     for record in read_corpus("sms-spam-collection"):
-        result = tokenize_text(record["text"])
+        result = tokenize_text(record["text"], core=TOKEN_CORE)
         assert_storable(result.token_counts)
         messages += 1
     assert messages == 5574

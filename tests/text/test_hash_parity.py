@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from app.text import HashedTokens, TokenizerLimits, core, hash_raw, hash_text, text_only
 from tests.bad_inputs import BadInput, catalogue
+from tests.cores import TOKEN_CORE
 from tests.text.conftest import raw_bytes, read_corpus
 from tests.text.test_core_parity import texts
 from tests.text.test_properties import mail_like
@@ -37,11 +38,11 @@ LIMITS = TokenizerLimits()
 
 
 def raw_by(token_core: core.TokenCore, raw: bytes, limits: TokenizerLimits) -> HashedTokens:
-    return hash_raw(raw, limits=limits, token_core=token_core)
+    return hash_raw(raw, limits=limits, core=token_core)
 
 
 def text_by(token_core: core.TokenCore, text: str, limits: TokenizerLimits) -> HashedTokens:
-    return hash_text(text, limits=limits, token_core=token_core)
+    return hash_text(text, limits=limits, core=token_core)
 
 
 def answers(hashed: HashedTokens) -> tuple[object, ...]:
@@ -84,7 +85,7 @@ def test_every_sms_and_text_only_mail_hashes_the_same_both_ways() -> None:
     for index, record in enumerate(read_corpus("trec06c-subset")):
         if index % 10:
             continue  # as test_core_parity: the raw test reads every message
-        assert_same_text(text_only(raw_bytes(record)), what=record["id"])
+        assert_same_text(text_only(raw_bytes(record), core=TOKEN_CORE), what=record["id"])
 
 
 # Small caps and token lengths: pairs cut inside a multi-byte character, over-long words,

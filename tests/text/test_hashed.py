@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,9 +19,10 @@ from app.text import (
     tokenize_raw,
     tokenize_text,
 )
+from app.text.core import TokenCore
 
-# hash_raw and hash_text run the active core: each one gives these answers.
-pytestmark = pytest.mark.usefixtures("token_core")
+# The tests taking `token_core` run with each core: each one gives these answers.
+
 
 RAW = (
     b"From: Ann <ann@example.org>\nSubject: cheap \xe7\x81\xaf pills\n\n"
@@ -30,9 +30,9 @@ RAW = (
 )
 
 
-def test_a_raw_message_hashes_to_the_string_tokenizers_counts() -> None:
-    tokenized = tokenize_raw(RAW)
-    hashed = hash_raw(RAW)
+def test_a_raw_message_hashes_to_the_string_tokenizers_counts(token_core: TokenCore) -> None:
+    tokenized = tokenize_raw(RAW, core=token_core)
+    hashed = hash_raw(RAW, core=token_core)
     assert hashed.token_counts == tokenized.token_counts
     assert list(hashed.token_counts) == list(tokenized.token_counts)  # first-emission order
     assert hashed.hashes.tolist() == [token_hash(t) for t in tokenized.token_counts]
@@ -41,10 +41,14 @@ def test_a_raw_message_hashes_to_the_string_tokenizers_counts() -> None:
     assert len(hashed) == len(tokenized.token_counts)
 
 
-def test_the_digest_is_the_sha256_of_the_token_lines() -> None:
-    hashed = hash_text("now now then")
-    expected = hashlib.sha256(token_lines(tokenize_text("now now then").token_counts))
-    assert hashed.digest == expected.hexdigest() == token_digest(hashed.token_counts)
+def test_the_digest_is_the_sha256_of_the_token_lines(token_core: TokenCore) -> None:
+    hashed = hash_text("now now then", core=token_core)
+    expected = hashlib.sha256(
+        token_lines(tokenize_text("now now then", core=token_core).token_counts, core=token_core)
+    )
+    assert (
+        hashed.digest == expected.hexdigest() == token_digest(hashed.token_counts, core=token_core)
+    )
 
 
 def test_an_ascii_token_hashes_as_its_str_and_any_other_as_its_utf8_bytes() -> None:
@@ -62,8 +66,8 @@ def test_the_model_index_hashes_every_text_as_the_tokenizer_does(texts: list[str
     assert token_hashes(texts).dtype == np.int64
 
 
-def test_hashed_tokens_cross_processes_as_texts_and_are_hashed_there() -> None:
-    hashed = hash_raw(RAW)
+def test_hashed_tokens_cross_processes_as_texts_and_are_hashed_there(token_core: TokenCore) -> None:
+    hashed = hash_raw(RAW, core=token_core)
     script = (
         "import pickle, sys; from app.text import token_hash; "
         "h = pickle.loads(sys.stdin.buffer.read()); "

@@ -5,12 +5,13 @@ from pathlib import Path
 import pytest
 
 from app.text import TokenizedMessage, text_only, tokenize_raw
+from tests.cores import TOKEN_CORE
 
 MESSAGES = Path(__file__).parent.parent / "messages"
 
 
 def tokenize_file(name: str) -> TokenizedMessage:
-    return tokenize_raw((MESSAGES / name).read_bytes())
+    return tokenize_raw((MESSAGES / name).read_bytes(), core=TOKEN_CORE)
 
 
 @pytest.mark.parametrize(
@@ -70,7 +71,9 @@ def test_broken_encoded_words_are_tolerated_and_flagged():
 
 
 def test_text_only_of_a_chinese_message_is_its_decoded_subject_and_body():
-    assert text_only((MESSAGES / "gb2312_base64.eml").read_bytes()).split("\n")[:2] == [
+    assert text_only((MESSAGES / "gb2312_base64.eml").read_bytes(), core=TOKEN_CORE).split("\n")[
+        :2
+    ] == [
         "发票优惠",
         "本公司长期代开发票\uff0c欢迎来电。",
     ]

@@ -5,6 +5,7 @@ from hypothesis import strategies as st
 
 from app.text import text_only, tokenize_raw, tokenize_text
 from app.text.defects import ALL_DEFECTS
+from tests.cores import TOKEN_CORE
 
 # Bytes that look like mail often enough to reach the MIME and header code paths.
 mail_pieces = st.sampled_from(
@@ -53,25 +54,27 @@ def assert_well_formed(result) -> None:
 
 @given(st.binary(max_size=2000))
 def test_arbitrary_bytes_never_raise_and_give_storable_tokens(raw):
-    assert_well_formed(tokenize_raw(raw))
-    assert_well_formed(tokenize_text(text_only(raw)))
+    assert_well_formed(tokenize_raw(raw, core=TOKEN_CORE))
+    assert_well_formed(tokenize_text(text_only(raw, core=TOKEN_CORE), core=TOKEN_CORE))
 
 
 @given(mail_like)
 @settings(max_examples=300)
 def test_mail_like_bytes_never_raise_and_give_storable_tokens(raw):
-    assert_well_formed(tokenize_raw(raw))
-    assert_well_formed(tokenize_raw(raw.decode("latin-1")))
-    assert_well_formed(tokenize_text(text_only(raw)))
+    assert_well_formed(tokenize_raw(raw, core=TOKEN_CORE))
+    assert_well_formed(tokenize_raw(raw.decode("latin-1"), core=TOKEN_CORE))
+    assert_well_formed(tokenize_text(text_only(raw, core=TOKEN_CORE), core=TOKEN_CORE))
 
 
 @given(st.text(max_size=500))
 def test_arbitrary_text_never_raises_and_gives_storable_tokens(text):
-    assert_well_formed(tokenize_text(text))
-    assert_well_formed(tokenize_raw(text))
+    assert_well_formed(tokenize_text(text, core=TOKEN_CORE))
+    assert_well_formed(tokenize_raw(text, core=TOKEN_CORE))
 
 
 @given(mail_like, st.sampled_from([b"\r\n", b"\r"]))
 def test_line_endings_give_identical_tokens(raw, ending):
     lf = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-    assert tokenize_raw(lf.replace(b"\n", ending)) == tokenize_raw(lf)
+    assert tokenize_raw(lf.replace(b"\n", ending), core=TOKEN_CORE) == tokenize_raw(
+        lf, core=TOKEN_CORE
+    )

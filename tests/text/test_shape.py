@@ -4,6 +4,7 @@ import base64
 
 from app.text import TokenizerLimits, evidence_count, tokenize_raw, tokenize_text
 from app.text.shape import magnitude, shape_tokens
+from tests.cores import TOKEN_CORE
 
 
 def test_magnitude_is_the_base_2_order():
@@ -11,7 +12,9 @@ def test_magnitude_is_the_base_2_order():
 
 
 def test_a_text_gets_its_size_and_links_but_no_html_share():
-    counts = tokenize_text("see http://a.example.org/ and https://b.example.org/x").token_counts
+    counts = tokenize_text(
+        "see http://a.example.org/ and https://b.example.org/x", core=TOKEN_CORE
+    ).token_counts
     assert counts["size:6"] == 1  # 52 bytes
     assert counts["links:2"] == 1  # two url: tokens
     assert not any(token.startswith("html:") for token in counts)
@@ -19,14 +22,20 @@ def test_a_text_gets_its_size_and_links_but_no_html_share():
 
 def test_size_counts_utf8_bytes_the_same_for_bytes_and_str():
     text = "caf\u00e9 " * 100  # 600 bytes in UTF-8, 500 characters
-    assert tokenize_text(text).token_counts["size:10"] == 1
+    assert tokenize_text(text, core=TOKEN_CORE).token_counts["size:10"] == 1
     raw = f"Subject: x\nContent-Type: text/plain; charset=utf-8\n\n{text}".encode()
-    assert tokenize_raw(raw).token_counts["size:10"] == 1  # the text, not the headers
-    assert tokenize_raw(raw.decode("utf-8")).token_counts["size:10"] == 1
+    assert (
+        tokenize_raw(raw, core=TOKEN_CORE).token_counts["size:10"] == 1
+    )  # the text, not the headers
+    assert tokenize_raw(raw.decode("utf-8"), core=TOKEN_CORE).token_counts["size:10"] == 1
 
 
 def shape_of(raw: bytes) -> list[str]:
-    return [t for t in tokenize_raw(raw).token_counts if t.startswith(("size:", "links:"))]
+    return [
+        t
+        for t in tokenize_raw(raw, core=TOKEN_CORE).token_counts
+        if t.startswith(("size:", "links:"))
+    ]
 
 
 def test_size_is_that_of_the_text_whatever_the_transfer_encoding():
@@ -46,15 +55,17 @@ def test_html_share_of_mime_mail():
     )
     image = b"Subject: x\nContent-Type: image/png\n\nxx"
     shares = [
-        [t for t in tokenize_raw(raw).token_counts if t.startswith("html:")]
+        [t for t in tokenize_raw(raw, core=TOKEN_CORE).token_counts if t.startswith("html:")]
         for raw in (plain, html, both, image)
     ]
     assert shares == [["html:0"], ["html:4"], ["html:2"], ["html:none"]]
 
 
 def test_shape_tokens_are_three_at_most_whatever_the_input():
-    assert len(shape_tokens(10**12, ["url:x"] * 100_000, ["text/html"] * 1000)) == 3
-    huge = tokenize_raw(b"Subject: x\n\n" + b"http://a.example.org/ " * 200_000)
+    assert (
+        len(shape_tokens(10**12, ["url:x"] * 100_000, ["text/html"] * 1000, core=TOKEN_CORE)) == 3
+    )
+    huge = tokenize_raw(b"Subject: x\n\n" + b"http://a.example.org/ " * 200_000, core=TOKEN_CORE)
     # 4.4 MB of links, read up to the 512 KiB scan cap: about 24,000 links
     assert [t for t in huge.token_counts if t.startswith(("size:", "links:"))] == [
         "size:20",
@@ -64,13 +75,13 @@ def test_shape_tokens_are_three_at_most_whatever_the_input():
 
 def test_no_shape_token_once_the_deadline_has_passed():
     limits = TokenizerLimits(deadline=0.0, clock=lambda: 0.0)
-    assert tokenize_text("some words", limits=limits).token_counts == {}
+    assert tokenize_text("some words", limits=limits, core=TOKEN_CORE).token_counts == {}
 
 
 def test_a_message_without_any_other_token_gets_no_shape_token():
-    assert tokenize_text("").token_counts == {}
-    assert tokenize_text(" \n\t ").token_counts == {}
-    assert tokenize_raw(b"").token_counts == {}
+    assert tokenize_text("", core=TOKEN_CORE).token_counts == {}
+    assert tokenize_text(" \n\t ", core=TOKEN_CORE).token_counts == {}
+    assert tokenize_raw(b"", core=TOKEN_CORE).token_counts == {}
 
 
 def test_links_count_every_url_token_with_either_core(token_core):
@@ -80,13 +91,15 @@ def test_links_count_every_url_token_with_either_core(token_core):
         b'<a href="http://a.example.org/">http://b.example.org/</a> www.c.example.org'
         b' <a href="http://b.example.org/">again</a>'
     )
-    counts = tokenize_raw(raw).token_counts
+    counts = tokenize_raw(raw, core=token_core).token_counts
     urls = sum(count for token, count in counts.items() if token.startswith("url:"))
     assert urls == 4
     assert "links:3" in counts  # 4 has order of magnitude 3
 
 
 def test_evidence_leaves_out_pairs_and_shape_with_either_core(token_core):
-    counts = tokenize_text("cheap pills today").token_counts
-    assert evidence_count(counts) == 3  # cheap, pills, today; 2 pairs and 2 shape tokens not
+    counts = tokenize_text("cheap pills today", core=token_core).token_counts
+    assert (
+        evidence_count(counts, core=token_core) == 3
+    )  # cheap, pills, today; 2 pairs and 2 shape tokens not
     assert len(counts) == 7

@@ -6,11 +6,10 @@ A counting clock (one tick per look) makes these tests exact, with no timing inv
 from collections.abc import Callable
 from dataclasses import replace
 
-import pytest
-
 from app.text import TokenizerLimits, tokenize_raw, tokenize_text
 
-pytestmark = pytest.mark.usefixtures("token_core")  # each token core keeps the budget
+# The tests take `token_core`: each core keeps the budget.
+
 
 MESSAGE = (
     b"From: a@example.org\nSubject: hello\nContent-Type: multipart/mixed; boundary=b\n\n"
@@ -24,26 +23,26 @@ def ticking() -> Callable[[], float]:
     return lambda: float(next(ticks))
 
 
-def test_without_a_clock_there_is_no_budget():
+def test_without_a_clock_there_is_no_budget(token_core):
     limits = TokenizerLimits(deadline=-1.0)
-    assert "time_budget" not in tokenize_raw(MESSAGE, limits=limits).defects
+    assert "time_budget" not in tokenize_raw(MESSAGE, limits=limits, core=token_core).defects
 
 
-def test_a_passed_deadline_stops_before_anything_is_tokenized():
+def test_a_passed_deadline_stops_before_anything_is_tokenized(token_core):
     limits = TokenizerLimits(deadline=0.0, clock=lambda: 0.0)
-    result = tokenize_raw(MESSAGE, limits=limits)
+    result = tokenize_raw(MESSAGE, limits=limits, core=token_core)
     assert result.token_counts == {}
     assert result.defects == ("time_budget",)
-    text = tokenize_text("some words here", limits=limits)
+    text = tokenize_text("some words here", limits=limits, core=token_core)
     assert (text.token_counts, text.defects) == ({}, ("time_budget",))
 
 
-def test_the_deadline_is_looked_at_between_parts_and_what_was_read_is_kept():
-    full = tokenize_raw(MESSAGE)
+def test_the_deadline_is_looked_at_between_parts_and_what_was_read_is_kept(token_core):
+    full = tokenize_raw(MESSAGE, core=token_core)
     cut_short = []
     for deadline in range(1, 12):
         limits = TokenizerLimits(deadline=float(deadline), clock=ticking())
-        result = tokenize_raw(MESSAGE, limits=limits)
+        result = tokenize_raw(MESSAGE, limits=limits, core=token_core)
         if "time_budget" in result.defects:
             # What was tokenized is a prefix of the whole message's tokens.
             assert list(result.token_counts) == list(full.token_counts)[: len(result.token_counts)]
@@ -54,6 +53,8 @@ def test_the_deadline_is_looked_at_between_parts_and_what_was_read_is_kept():
     assert any("first" in r.token_counts and "third" not in r.token_counts for r in cut_short)
 
 
-def test_a_far_deadline_changes_nothing():
+def test_a_far_deadline_changes_nothing(token_core):
     limits = replace(TokenizerLimits(), deadline=1e18, clock=ticking())
-    assert tokenize_raw(MESSAGE, limits=limits) == tokenize_raw(MESSAGE)
+    assert tokenize_raw(MESSAGE, limits=limits, core=token_core) == tokenize_raw(
+        MESSAGE, core=token_core
+    )

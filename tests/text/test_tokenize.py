@@ -10,6 +10,7 @@ from app.text import (
     tokenize_raw,
     tokenize_text,
 )
+from tests.cores import TOKEN_CORE
 from tests.text.families import words_only
 
 
@@ -20,7 +21,7 @@ def make_raw(
 
 
 def test_body_words_are_bare_and_header_words_are_prefixed():
-    tokens = tokenize_raw(make_raw(body="Cheap pills")).token_counts
+    tokens = tokenize_raw(make_raw(body="Cheap pills"), core=TOKEN_CORE).token_counts
     assert tokens["cheap"] == 1
     assert tokens["pills"] == 1
     assert tokens["subject:hello"] == 1
@@ -29,36 +30,37 @@ def test_body_words_are_bare_and_header_words_are_prefixed():
 
 
 def test_token_counts_keep_first_emission_order_and_count_repeats():
-    tokens = words_only(tokenize_text("b a b c b").token_counts)
+    tokens = words_only(tokenize_text("b a b c b", core=TOKEN_CORE).token_counts)
     assert list(tokens) == ["b", "a", "c"]
     assert tokens["b"] == 3
 
 
 def test_tokenizing_is_deterministic():
     raw = make_raw(body="<html>one two http://x.example.com/</html>")
-    assert tokenize_raw(raw) == tokenize_raw(raw)
+    assert tokenize_raw(raw, core=TOKEN_CORE) == tokenize_raw(raw, core=TOKEN_CORE)
 
 
 def test_a_str_message_gives_the_tokens_of_its_bytes():
     raw = make_raw(body="Caf\u00e9 na\u00efve")
-    assert tokenize_raw(raw) == tokenize_raw(raw.decode("utf-8"))
+    assert tokenize_raw(raw, core=TOKEN_CORE) == tokenize_raw(raw.decode("utf-8"), core=TOKEN_CORE)
 
 
 def test_words_are_nfkc_casefolded_and_lose_format_characters():
     tokens = tokenize_text(
-        "VIAGRA v\u200biagra \uff56\uff49\uff41\uff47\uff52\uff41 vi\u00adagra"
+        "VIAGRA v\u200biagra \uff56\uff49\uff41\uff47\uff52\uff41 vi\u00adagra", core=TOKEN_CORE
     ).token_counts
     assert words_only(tokens) == {"viagra": 4}
 
 
 def test_han_runs_become_overlapping_bigrams_and_a_lone_character_stays_whole():
-    tokens = words_only(tokenize_text("\u4e2d\u6587\u5b57 x \u597d").token_counts)
+    tokens = words_only(tokenize_text("\u4e2d\u6587\u5b57 x \u597d", core=TOKEN_CORE).token_counts)
     assert list(tokens) == ["\u4e2d\u6587", "\u6587\u5b57", "x", "\u597d"]
 
 
 def test_urls_become_host_tokens_and_addresses_domain_tokens():
     tokens = tokenize_text(
-        "see https://user@Shop.Example.COM:8080/buy?x=1 or mail bob@mail.example.net"
+        "see https://user@Shop.Example.COM:8080/buy?x=1 or mail bob@mail.example.net",
+        core=TOKEN_CORE,
     ).token_counts
     assert tokens["url:shop.example.com"] == 1
     assert tokens["email:mail.example.net"] == 1
@@ -66,19 +68,21 @@ def test_urls_become_host_tokens_and_addresses_domain_tokens():
 
 
 def test_an_overlong_word_becomes_a_bounded_skip_token():
-    tokens = tokenize_text("a" * 10_000 + " ok").token_counts
+    tokens = tokenize_text("a" * 10_000 + " ok", core=TOKEN_CORE).token_counts
     assert words_only(tokens) == {"skip:a 1000": 1, "ok": 1}
 
 
 def test_distinct_tokens_beyond_the_cap_are_dropped_and_flagged():
     limits = TokenizerLimits(max_distinct_tokens=3)
-    result = tokenize_text("a b c d a e", limits=limits)
+    result = tokenize_text("a b c d a e", limits=limits, core=TOKEN_CORE)
     assert result.token_counts == {"a": 2, "b": 1, "c": 1}
     assert result.defects == ("truncated",)
 
 
 def test_text_beyond_max_scan_bytes_is_not_tokenized():
-    result = tokenize_text("one two three", limits=TokenizerLimits(max_scan_bytes=7))
+    result = tokenize_text(
+        "one two three", limits=TokenizerLimits(max_scan_bytes=7), core=TOKEN_CORE
+    )
     assert words_only(result.token_counts) == {"one": 1, "two": 1}
     assert "truncated" in result.defects
 
@@ -88,12 +92,12 @@ def test_text_only_gives_subject_and_visible_text_without_tags_or_other_headers(
         headers="From: a@b.example\nSubject: Big offer\nContent-Type: text/html",
         body="<html><head><style>p {color: red}</style></head><p>Click <b>now</b></p></html>",
     )
-    text = text_only(raw)
+    text = text_only(raw, core=TOKEN_CORE)
     assert text.split() == ["Big", "offer", "Click", "now"]
 
 
 def test_tokenized_message_is_a_frozen_value():
-    result = tokenize_text("x")
+    result = tokenize_text("x", core=TOKEN_CORE)
     assert isinstance(result, TokenizedMessage)
     with pytest.raises(AttributeError):
         result.defects = ()  # type: ignore[misc]
@@ -123,7 +127,10 @@ def test_spamsifts_own_marks_are_not_tokens() -> None:
         b"X-Spamsift-Verdict: ham\nX-Spamsift-Probability: 0.000120\n"
         b"x-spamsift-anything: else\n" + plain
     )
-    assert tokenize_raw(marked).token_counts == tokenize_raw(plain).token_counts
+    assert (
+        tokenize_raw(marked, core=TOKEN_CORE).token_counts
+        == tokenize_raw(plain, core=TOKEN_CORE).token_counts
+    )
 
 
 def test_the_words_of_every_header_are_tokens_prefixed_by_its_name():
@@ -131,7 +138,7 @@ def test_the_words_of_every_header_are_tokens_prefixed_by_its_name():
         "From: Ann <ann@example.org>\nSubject: Hello\nKeywords: Spring Blast\n"
         "Date: Tue, 3 Sep 2002 12:00:00 +0800\nReceived: from relay.example.net"
     )
-    tokens = tokenize_raw(make_raw(headers=headers)).token_counts
+    tokens = tokenize_raw(make_raw(headers=headers), core=TOKEN_CORE).token_counts
     assert tokens["keywords:spring"] == 1
     assert tokens["keywords:blast"] == 1
     assert tokens["date:tue"] == 1
@@ -146,11 +153,13 @@ def test_html_styles_scripts_and_comments_give_hidden_words_not_body_words():
         "<!-- lorem ipsum --><p>Visible offer</p><script>track()</script></html>"
     )
     raw = f"From: a@example.org\nSubject: x\nMIME-Version: 1.0\n{body}".encode()
-    tokens = tokenize_raw(raw).token_counts
+    tokens = tokenize_raw(raw, core=TOKEN_CORE).token_counts
     assert {"hidden:promo", "hidden:red", "hidden:lorem", "hidden:track"} <= set(tokens)
     assert "visible" in tokens
     assert not {"promo", "lorem", "track"} & set(tokens)
-    assert "promo" not in text_only(raw)  # the text-only view stays the visible text
+    assert "promo" not in text_only(
+        raw, core=TOKEN_CORE
+    )  # the text-only view stays the visible text
 
 
 def test_list_machinery_and_x_headers_give_their_names_but_not_their_words():
@@ -158,7 +167,7 @@ def test_list_machinery_and_x_headers_give_their_names_but_not_their_words():
         "From: a@example.org\nSubject: Hi\nList-Unsubscribe: <mailto:leave@lists.example.org>\n"
         "X-Mailman-Version: 2.0.11\nX-BeenThere: exmh-users@example.com"
     )
-    tokens = tokenize_raw(make_raw(headers=headers)).token_counts
+    tokens = tokenize_raw(make_raw(headers=headers), core=TOKEN_CORE).token_counts
     assert {"header:list-unsubscribe", "header:x-mailman-version", "header:x-beenthere"} <= set(
         tokens
     )
@@ -167,7 +176,7 @@ def test_list_machinery_and_x_headers_give_their_names_but_not_their_words():
 
 def test_a_header_named_like_a_token_family_gives_no_colliding_tokens():
     headers = "From: a@example.org\nSubject: Hi\nHeader: subject\nDigits: 4"
-    tokens = tokenize_raw(make_raw(headers=headers, body="hi")).token_counts
+    tokens = tokenize_raw(make_raw(headers=headers, body="hi"), core=TOKEN_CORE).token_counts
     assert "header:subject" in tokens  # the Subject field's name, once
     assert tokens["header:subject"] == 1
     assert "digits:4" not in tokens
@@ -177,7 +186,7 @@ def test_a_header_named_like_a_derived_token_gives_none_of_them():
     # Word pairs and the message's shape are evidence spamsift derives; a sender writing
     # "Size: 1" or "Pair: cheap pills" must not set them.
     headers = "From: a@example.org\nSubject: Hi\nSize: 1\nLinks: 9\nHTML: 4\nPair: cheap pills"
-    tokens = tokenize_raw(make_raw(headers=headers, body="hi")).token_counts
+    tokens = tokenize_raw(make_raw(headers=headers, body="hi"), core=TOKEN_CORE).token_counts
     assert {"header:size", "header:links", "header:html", "header:pair"} <= set(tokens)
     assert [t for t in tokens if t.startswith(("size:", "links:", "html:"))] == [
         "size:2",
