@@ -78,6 +78,7 @@ def test_a_file_that_is_no_dump_changes_nothing(cli: Cli, tmp_path: Path) -> Non
     assert b"no model named 'bogo'" in cli("classify", "--model", "bogo", "-", input=b"x").stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("bogofilter") is None, reason="bogofilter is not installed")
 def test_a_real_bogofilter_wordlist_moves_over(cli: Cli, tmp_path: Path) -> None:
     home = tmp_path / "bogofilter"

@@ -72,6 +72,7 @@ def test_classify_reads_a_file_and_gives_the_whole_result_as_json(
     }  # fmt: skip
 
 
+@pytest.mark.slow
 def test_classify_errors_exit_3(cli: Cli, tmp_path: Path) -> None:
     untrained = cli("classify", input=spam_bytes(1))
     missing = cli("classify", str(tmp_path / "nope.eml"))
@@ -166,6 +167,7 @@ def test_add_header_fails_open_with_the_message_unchanged(cli: Cli) -> None:
         assert completed.stdout == raw
 
 
+@pytest.mark.slow
 def test_classify_through_a_server_answers_as_the_local_database(trained: Cli, server: str) -> None:
     for raw in (spam_bytes(25), ham_bytes(25), latin1_ham(5), UNKNOWN):
         local = trained("classify", "--json", input=raw)
@@ -185,6 +187,7 @@ def test_feedback_by_message_id_relabels_what_classify_saw(trained: Cli) -> None
     assert output.strip() == "<ham26@example.org>: spam, trained"
 
 
+@pytest.mark.slow
 def test_feedback_with_the_message_relabels_it_even_with_our_headers_on(
     trained: Cli, server: str
 ) -> None:

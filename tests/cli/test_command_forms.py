@@ -7,6 +7,8 @@ import socket
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.cli.conftest import SPAMSIFT, Cli, clean_environment, run_on_terminal
 from tests.cli.mailfiles import ham_bytes, spam_bytes, write_eml_folder
 
@@ -21,6 +23,7 @@ def test_options_may_come_between_the_paths(cli: Cli, tmp_path: Path) -> None:
     assert '"spam": 3' in cli.ok("models", "show", "alice", "--json")
 
 
+@pytest.mark.slow
 def test_stats_takes_the_model_as_an_option_too(cli: Cli, tmp_path: Path) -> None:
     cli.ok("models", "create", "alice")
     cli.ok(
@@ -72,6 +75,7 @@ def test_a_port_in_use_stops_serve_with_status_3(cli: Cli) -> None:
     assert last == f"spamsift serve: cannot listen on 127.0.0.1:{port}: address already in use"
 
 
+@pytest.mark.slow
 def test_export_and_import_show_progress_on_a_terminal(cli: Cli, tmp_path: Path) -> None:
     folder = write_eml_folder(tmp_path / "mail", [spam_bytes(i) for i in range(3)])
     cli.ok("train", "--label", "spam", str(folder))

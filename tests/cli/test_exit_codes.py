@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.builders import StoredCounts, stored_counts
 from tests.cli.conftest import Cli
 from tests.cli.mailfiles import spam_bytes, write_eml_folder
@@ -20,6 +22,7 @@ def database_counts(cli: Cli) -> StoredCounts:
         db.dispose()
 
 
+@pytest.mark.slow
 def test_every_command_refuses_its_bad_arguments_with_status_2(cli: Cli, tmp_path: Path) -> None:
     mail = write_eml_folder(tmp_path / "mail", [spam_bytes(1)])
     nowhere = str(tmp_path / "nowhere")

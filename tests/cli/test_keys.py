@@ -97,6 +97,7 @@ def test_keys_list_on_a_fresh_database_says_it_is_in_development_mode(
     assert "development mode" in completed.stdout
 
 
+@pytest.mark.slow
 def test_a_created_key_works_until_revoked_then_gets_401(database_url: str, tmp_path: Path) -> None:
     key = create(database_url, tmp_path, "--scope", "classify")
     key_id = KEY_PATTERN.fullmatch(key)["key_id"]  # type: ignore[index]

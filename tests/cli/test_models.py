@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.cli.conftest import Cli
 from tests.cli.mailfiles import ham_bytes, spam_bytes, write_eml_folder
 
@@ -28,6 +30,7 @@ def test_models_are_made_listed_changed_and_shown(cli: Cli) -> None:
     assert "spam_threshold    0.95" in shown
 
 
+@pytest.mark.slow
 def test_bad_options_and_names_exit_2_and_unknown_models_exit_1(cli: Cli) -> None:
     unknown_option = cli("models", "set", "default", "alpah=2")
     bad_value = cli("models", "set", "default", "alpha=-1")
@@ -43,6 +46,7 @@ def test_bad_options_and_names_exit_2_and_unknown_models_exit_1(cli: Cli) -> Non
     assert b"nosuch" in missing.stderr
 
 
+@pytest.mark.slow
 def test_deleting_a_model_asks_for_its_name_or_takes_yes(cli: Cli) -> None:
     cli.ok("models", "create", "short-lived")
 
@@ -57,6 +61,7 @@ def test_deleting_a_model_asks_for_its_name_or_takes_yes(cli: Cli) -> None:
     assert cli("models", "show", "short-lived").returncode == 1
 
 
+@pytest.mark.slow
 def test_stats_prints_counts_activity_and_the_min_learns_warning(
     cli: Cli, server: str, tmp_path: Path
 ) -> None:
@@ -79,6 +84,7 @@ def test_stats_prints_counts_activity_and_the_min_learns_warning(
     assert remote_delete.returncode == 0, remote_delete.stderr
 
 
+@pytest.mark.slow
 def test_a_personal_model_is_made_backed_shown_and_its_backing_model_kept(
     cli: Cli, server: str
 ) -> None:

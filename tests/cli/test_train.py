@@ -219,6 +219,7 @@ def test_a_terminal_gets_a_progress_bar_with_messages_per_second(cli: Cli, tmp_p
     assert summary(completed.stdout.decode())["trained"] == 6
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch_size", ["500", "2"])
 def test_train_through_a_server_stores_what_local_training_stores(
     cli: Cli, server: str, tmp_path: Path, batch_size: str

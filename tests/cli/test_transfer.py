@@ -310,6 +310,7 @@ def consistent_export(path: Path) -> tuple[int, Counter[str]]:
     return len(ledger), Counter({table: len(rows) for table, rows in tables.items()})
 
 
+@pytest.mark.slow
 def test_exports_taken_while_training_goes_on_are_consistent_snapshots(
     cli: Cli, tmp_path: Path
 ) -> None:
@@ -336,6 +337,7 @@ def test_exports_taken_while_training_goes_on_are_consistent_snapshots(
         db.dispose()
 
 
+@pytest.mark.slow
 def test_a_backup_taken_while_training_goes_on_is_sound_and_consistent(
     cli: Cli, tmp_path: Path, database_url: str
 ) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -155,6 +156,7 @@ EVERY_FAMILY = {
 }
 
 
+@pytest.mark.slow
 def test_two_workers_add_up_in_every_scrape(tmp_path: Path) -> None:
     """Prometheus multiprocess mode: whichever worker answers, the counts are the server's."""
     metrics_dir = tmp_path / "metrics"
