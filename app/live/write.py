@@ -70,10 +70,13 @@ class TokenLimits:
             if unknown > 2 * self.new_per_write:
                 self.check_request(unknown)
 
-    def check(self, vocabulary: int, *, new: int, earlier: int) -> None:
-        """TooManyNewTokens when `new` more tokens (after `earlier` in this write) pass a
+    def check(
+        self, vocabulary: int, *, new: int, earlier: int, earlier_in_request: int | None = None
+    ) -> None:
+        """TooManyNewTokens when `new` more tokens (after `earlier` in this write, of which
+        `earlier_in_request` came from the same request, all of them when None) pass a
         bound on a model of `vocabulary` tokens."""
-        self.check_request(earlier + new)
+        self.check_request((earlier if earlier_in_request is None else earlier_in_request) + new)
         if self.per_model and vocabulary + earlier + new > self.per_model:
             raise TooManyNewTokens(
                 f"the model has {vocabulary} tokens; {earlier + new} new ones would pass "
@@ -106,6 +109,7 @@ class ModelWrite:
         self._new_texts: list[str] = []
         self._stored: CountDelta | None = None
         self._removed = False
+        self._request_starts_at = 0  # new texts before this in the write: other requests'
 
     @classmethod
     def begin(
@@ -147,7 +151,12 @@ class ModelWrite:
         unknown = np.flatnonzero(distinct_ids < 0)
         new_texts = [distinct[position] for position in unknown.tolist()]
         if new_texts:
-            self.limits.check(self.row.vocabulary, new=len(new_texts), earlier=len(self._new_texts))
+            self.limits.check(
+                self.row.vocabulary,
+                new=len(new_texts),
+                earlier=len(self._new_texts),
+                earlier_in_request=len(self._new_texts) - self._request_starts_at,
+            )
             first_id = self.row.allocate_token_ids(len(new_texts))
             insert_tokens(
                 self.conn,
@@ -162,6 +171,11 @@ class ModelWrite:
             self._new_texts.extend(new_texts)
         id_of = dict(zip(distinct, distinct_ids.tolist(), strict=True))
         return np.fromiter(map(id_of.__getitem__, texts), np.int64, len(texts))
+
+    def next_request(self) -> None:
+        """Start the next request of a group commit: the bound on one request's new tokens
+        counts from here."""
+        self._request_starts_at = len(self._new_texts)
 
     def add(
         self, token_ids: IntArray, token_terms: IntArray, class_index: int, *, sign: int

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from app.bayes.naive_bayes import NaiveBayesConfig
 from app.config import Settings
 from app.errors import DatabaseUnavailable, SpamsiftError, StorageFull
+from app.live.group_commit import GroupCommit
 from app.live.models import LiveModels
 from app.live.records import ClassificationLog
 from app.live.write import TokenLimits
@@ -88,6 +89,8 @@ class Runtime:
         )
         self.limits = tokenizer_limits(settings)
         self.token_limits = token_limits(settings)
+        # Concurrent writes to one model share a transaction (a burst of feedback clicks).
+        self.group_commit = GroupCommit(self.db, self.models, limits=self.token_limits)
         self.stats = StatsCache()  # the dashboard's figures, per model generation
 
     def prepare(

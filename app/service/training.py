@@ -329,14 +329,15 @@ def _write(
     events: dict[str, int],
     feedback_verdict: str | None = None,
 ) -> list[TrainResult]:
-    """Train `items` in one write to the model (one transaction).
+    """Train `items` in one write to the model (one transaction, shared with the other
+    writes to it that queued meanwhile: `GroupCommit`).
 
     For feedback, `feedback_verdict` is the verdict the message got when classified; a label
     that differs from it, or from the label the message was trained with, is a correction.
     """
     rt.token_limits.check_before(live, [text for item in items for text in item.token_texts or ()])
     work = _training(live, items, events=events, feedback_verdict=feedback_verdict)
-    return write_model(rt.db, rt.models, live, work, limits=rt.token_limits)
+    return rt.group_commit.write(live, work)
 
 
 def _training(
@@ -392,8 +393,7 @@ def _training(
                     defects=item.defects,
                 )
             )
-        write.store()
-        now = datetime.now(UTC)
+        now = datetime.now(UTC)  # the counts are stored after every request of the write
         insert_trained(conn, live.id, list(inserted.values()), trained_at=now)
         for key, class_index in sorted(relabelled.items()):
             relabel_trained(conn, live.id, key, class_index, trained_at=now)
