@@ -71,6 +71,17 @@ def train_batch_requests(messages: list[LabelledMessage], size: int) -> list[Req
     ]
 
 
+def feedback_requests(messages: list[LabelledMessage], model: str = "default") -> list[Request]:
+    """Clicks on "mark as spam / not spam" that send the message: each trains it."""
+    return [
+        json_request(
+            f"/v1/models/{model}/feedback",
+            {"raw": data.raw_text(m), "label": m.label, "message_id": m.id},
+        )
+        for m in messages
+    ]
+
+
 def classify_requests(messages: list[LabelledMessage]) -> list[Request]:
     return [
         Request(f"{MODEL}/classify", m.raw or b"", content_type="message/rfc822") for m in messages
@@ -172,6 +183,36 @@ def measure_classify_single(
         ),
     }
     return closed, open_loop
+
+
+# A burst of "mark as spam" clicks on one model: the concurrent writes group commit shares.
+BURST_CLICKS = 50
+
+
+def measure_train_single(
+    server: Server, messages: list[LabelledMessage], *, model: str, runs: int, quick: bool
+) -> dict[str, Any]:
+    """Single-message training as "mark as spam" clicks (feedback with the message, each one
+    a message the model has not seen): per run, clicks from one client in a closed loop (the
+    server's CPU per click), then a burst of BURST_CLICKS clicks sent at once, each on its own
+    connection (latency from the burst's start). Fewer clicks where `messages` run short."""
+    single, burst = (10, 20) if quick else (100, BURST_CLICKS)
+    scale = min(1.0, len(messages) / (runs * (single + burst)))
+    single, burst = max(1, int(single * scale)), max(2, int(burst * scale))
+    single_runs, burst_runs = [], []
+    position = 0
+    for _ in range(runs):
+        for size, clients, into in ((single, 1, single_runs), (burst, burst, burst_runs)):
+            clicks = feedback_requests(messages[position : position + size], model)
+            position += size
+            measured = run_load(server, clicks, clients=clients)
+            if measured.errors:
+                raise RuntimeError(f"feedback over HTTP failed: {measured.statuses}")
+            into.append(measured)
+    return {
+        "train_single": {"clicks": single, **summarize_runs(single_runs)},
+        "train_burst": {"clicks": burst, **summarize_runs(burst_runs)},
+    }
 
 
 def _per_item(results: list[LoadResult], parts: list[list[Any]]) -> dict[str, Any]:

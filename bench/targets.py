@@ -53,12 +53,19 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
+from app.store.engine import Database
 from app.text.core import COMPILED, CoreChoice, resolve
 from bench import accuracy, data
-from bench.databases import fresh_database
+from bench.databases import database_bytes, fresh_database
 from bench.memory import build_model, measure_served_model, probe_requests
-from bench.server import Server, serve
-from bench.serving import OPEN_LOOP_SHARE, classify_requests, measure_classify_single
+from bench.server import Server, run_load, serve, summarize_runs
+from bench.serving import (
+    BURST_CLICKS,
+    OPEN_LOOP_SHARE,
+    classify_requests,
+    measure_classify_single,
+    measure_train_single,
+)
 from bench.timing import ratio, summary
 from bench.versus_bogofilter import (
     Bogofilter,
@@ -71,6 +78,7 @@ from bench.versus_bogofilter import (
 )
 
 Goal = Literal["ratio", "at_most", "same", "report"]
+FIXED_RATE = 250.0  # single-message classify requests/s of the latency target
 CORE_LABELS = {"compiled": "compiled core", "python": "pure-Python core"}
 
 
@@ -155,6 +163,7 @@ def run(quick: bool, postgres_url: str | None) -> dict[str, Any]:
             "http": lambda: {
                 core: over_http(split, folder, core, quick=quick, runs=runs) for core in cores
             },
+            "writes": lambda: writes(split, folder, kinds, postgres_url, quick=quick, runs=runs),
             "model_1m": lambda: big_model(folder, cores, bogofilter_path, quick=quick, runs=runs),
             "accuracy": lambda: accuracy_rows(folder, cores, bogofilter_path, quick=quick),
         }
@@ -251,12 +260,73 @@ def over_http(
         )
         requests = [for_model(r, model) for r in classify_requests(split.test)]
         closed, open_loop = measure_classify_single(server, requests, quick=quick, runs=runs)
+        fixed_rate = summarize_runs(
+            [
+                run_load(
+                    server,
+                    requests,
+                    clients=50,
+                    total=int(FIXED_RATE * (1 if quick else 4)),
+                    rate_per_s=FIXED_RATE,
+                )
+                for _ in range(runs)
+            ]
+        )
     return {
         "token_core": running,
         "train_batch": train.rates(len(split.train)),
         "classify_batch": classify.rates(len(split.test)),
         "classify_single": closed,
         "classify_single_open_loop": open_loop,
+        "classify_single_fixed_rate": fixed_rate,
+    }
+
+
+def writes(
+    split: data.Split,
+    folder: Path,
+    kinds: list[str],
+    postgres_url: str | None,
+    *,
+    quick: bool,
+    runs: int,
+) -> dict[str, Any]:
+    """Per database: `spamsift serve --workers 2` (the default core) trains the split in
+    batches of 500 from two clients into `runs` new models; then "mark as spam" clicks on
+    the last one (bench.serving's `measure_train_single`: one at a time, and bursts of 50);
+    then the database's bytes per stored token."""
+    measured: dict[str, Any] = {}
+    for kind in kinds:
+        with fresh_database(kind, folder, postgres_url) as url:
+            with serve(url, workers=2, folder=folder) as server:
+                train, _, model = http_batch_runs(
+                    server, split, train_runs=runs, classify_runs=0, train_clients=2
+                )
+                clicks = measure_train_single(
+                    server, split.test, model=model, runs=runs, quick=quick
+                )
+            measured[kind] = {
+                "train_batch": train.rates(len(split.train)),
+                **clicks,
+                **stored_bytes(url),
+            }
+    return measured
+
+
+def stored_bytes(url: str) -> dict[str, Any]:
+    """The database's size (SQLite: the file after a checkpoint; PostgreSQL: the database)
+    per token its models store."""
+    size = database_bytes(url)
+    db = Database(url)
+    try:
+        with db.transaction(write=False) as conn:
+            tokens = int(conn.exec_driver_sql("SELECT sum(n_tokens) FROM models").scalar_one())
+    finally:
+        db.dispose()
+    return {
+        "database_bytes": size,
+        "stored_tokens": tokens,
+        "bytes_per_token": summary([size / max(tokens, 1)], digits=1),
     }
 
 
@@ -424,6 +494,12 @@ def target_rows(results: dict[str, Any], cores: tuple[str, ...], kinds: list[str
     def fixed(value: float | None) -> dict[str, Any]:
         return summary([] if value is None else [value], digits=4)
 
+    written = results.get("writes")
+
+    def served(pick: Callable[[], dict[str, Any] | None]) -> dict[str, dict[str, Any] | None]:
+        """The writes section's figure: measured with the server's default core (the first)."""
+        return {core: peer_of(pick) if core == cores[0] else None for core in cores}
+
     rows = [
         Target(
             "classify in process, msg/CPU-s",
@@ -460,6 +536,49 @@ def target_rows(results: dict[str, Any], cores: tuple[str, ...], kinds: list[str
                 peer_of(lambda: inproc["bogofilter"]["train"]["msgs_per_s"]),
             ),
         ]
+    for kind in kinds:
+        name = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}[kind]
+        rows += [
+            Target(
+                f"train over HTTP, batches of 500, 2 clients, --workers 2, {name}, msg/s (wall)",
+                "ratio",
+                served(lambda k=kind: written[k]["train_batch"]["msgs_per_s"]),
+                peer_of(lambda: inproc["bogofilter"]["train"]["msgs_per_s"]),
+                limit=0.5,
+            ),
+            Target(
+                f"train over HTTP, batches of 500, {name}, msg/CPU-s (spamsift's processes)",
+                "ratio",
+                served(lambda k=kind: written[k]["train_batch"]["msgs_per_cpu_s"]),
+                peer_of(lambda: inproc["bogofilter"]["train"]["msgs_per_cpu_s"]),
+                limit=0.5,
+            ),
+            Target(
+                f'single-message train ("mark as spam", 1 client), {name}, server CPU ms',
+                "at_most",
+                served(lambda k=kind: written[k]["train_single"]["server_cpu_ms_per_request"]),
+                limit=1.5,
+            ),
+            Target(
+                f"burst of {BURST_CLICKS} concurrent clicks on one model, {name}, p99 ms",
+                "at_most",
+                served(lambda k=kind: written[k]["train_burst"]["p99_ms"]),
+                limit=50,
+            ),
+            Target(
+                f"database bytes per stored token after training, {name}",
+                "report",
+                served(lambda k=kind: written[k]["bytes_per_token"]),
+            ),
+        ]
+    rows.append(
+        Target(
+            "single-message classify over HTTP, 1 client, server CPU ms/request",
+            "at_most",
+            each(lambda c: http[c]["classify_single"][1]["server_cpu_ms_per_request"]),
+            limit=1,
+        )
+    )
     for clients in (1, 10, 50):
         rows.append(
             Target(
@@ -475,6 +594,12 @@ def target_rows(results: dict[str, Any], cores: tuple[str, ...], kinds: list[str
             f"p99 of 50 clients, open loop at {OPEN_LOOP_SHARE:.0%} of the 50-client rate, ms",
             "at_most",
             each(lambda c: http[c]["classify_single_open_loop"]["p99_ms"]),
+            limit=20,
+        ),
+        Target(
+            f"p99 of 50 clients, open loop at {FIXED_RATE:g} req/s, ms",
+            "at_most",
+            each(lambda c: http[c]["classify_single_fixed_rate"]["p99_ms"]),
             limit=20,
         ),
         Target(
@@ -507,6 +632,11 @@ def target_rows(results: dict[str, Any], cores: tuple[str, ...], kinds: list[str
             "same",
             each(lambda c: fixed(100 * acc[c]["fnr_at_max_fpr"])),
             peer_of(lambda: fixed(100 * acc["bogofilter"]["fnr_at_max_fpr"])),
+        ),
+        Target(
+            "10,000 mailboxes: not measured in this run (python -m bench.many_models)",
+            "report",
+            dict.fromkeys(cores),
         ),
     ]
     return rows

@@ -73,28 +73,30 @@ def find_trained(
 def find_trained_by_message_id(
     conn: Connection, model_id: int, message_id: str
 ) -> list[StoredMessage]:
+    # Sorted here, not by ORDER BY message_key: SQLite then walks the primary key (model_id,
+    # message_key), every trained message of the model, instead of the message_id index:
+    # 38 ms a feedback request on a model of 4,868 messages, under 0.1 ms this way.
     rows = conn.execute(
-        select(trained_messages)
-        .where(trained_messages.c.model_id == model_id, trained_messages.c.message_id == message_id)
-        .order_by(trained_messages.c.message_key)
+        select(trained_messages).where(
+            trained_messages.c.model_id == model_id, trained_messages.c.message_id == message_id
+        )
     )
-    return [_stored(row, row.class_index) for row in rows]
+    found = [_stored(row, row.class_index) for row in rows]
+    return sorted(found, key=lambda message: message.message_key)
 
 
 def find_trained_by_body(
     conn: Connection, model_id: int, message_id: str, body_digest: str
 ) -> StoredMessage | None:
     """The trained message with `message_id` and this body digest (another copy of it)."""
-    row = conn.execute(
-        select(trained_messages)
-        .where(
+    rows = conn.execute(  # the first by message_key, chosen here: see above
+        select(trained_messages).where(
             trained_messages.c.model_id == model_id,
             trained_messages.c.message_id == message_id,
             trained_messages.c.body_digest == body_digest,
         )
-        .order_by(trained_messages.c.message_key)
-        .limit(1)
-    ).first()
+    ).all()
+    row = min(rows, key=lambda row: str(row.message_key), default=None)
     return None if row is None else _stored(row, row.class_index)
 
 
