@@ -17,8 +17,16 @@ The rows reuse the other parts' measurements, at their sizes, on the SpamAssassi
   per CPU second (this process's: PostgreSQL's own work is not in it, so its wall rate is
   shown too) and per second;
 - single-message classify over HTTP (message/rfc822, the same server): requests per second
-  at 1, 10 and 50 clients in a closed loop, and p99 latency of 50 clients in an open loop at
-  80 % of the 50-client rate;
+  at 1, 10 and 50 clients in a closed loop, the server's CPU per request at 1 client, and p99
+  latency of 50 clients in open loops at 80 % of the 50-client rate and at 250 requests/s;
+- writes over HTTP, per database (SQLite, PostgreSQL), each on its own `spamsift serve
+  --workers 2`: training in batches of 500 from two clients (messages per second, and per
+  CPU second of spamsift's processes: the database server's is not in it), then "mark as
+  spam" clicks (feedback with the message) on that model, from one client (the server's CPU
+  per click) and in bursts of 50 sent at once (p99 latency), then the database's bytes per
+  stored token;
+- 10,000 mailboxes: a row saying it is not measured here (`python -m bench.many_models`
+  builds them, in far more than this part's time);
 - a 1,000,000-token model on SQLite (bench.memory): the model's own memory, (server RSS after
   loading it and 100 classifications - the idle server's RSS) / tokens, and the first
   classification's wall time after the server starts;
@@ -314,11 +322,13 @@ def writes(
 
 
 def stored_bytes(url: str) -> dict[str, Any]:
-    """The database's size (SQLite: the file after a checkpoint; PostgreSQL: the database)
-    per token its models store."""
-    size = database_bytes(url)
+    """The database's size per token its models store: SQLite, the file after a checkpoint;
+    PostgreSQL, spamsift's tables with their indexes (`Database.data_bytes`: not the catalog,
+    which is most of a small database)."""
+    size = database_bytes(url) if url.startswith("sqlite") else None
     db = Database(url)
     try:
+        size = db.data_bytes() if size is None else size
         with db.transaction(write=False) as conn:
             tokens = int(conn.exec_driver_sql("SELECT sum(n_tokens) FROM models").scalar_one())
     finally:
