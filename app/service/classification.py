@@ -228,9 +228,17 @@ def _score(
             lambda row: list(prepared[row].token_counts),
         )
         classifier = live.classifier
-        log_proba, scores, used = classifier.assess(X, event_model=chosen)
+        attribute_values = [message.attributes for message in prepared]
+        log_proba, scores, used = classifier.assess(
+            X, event_model=chosen, attribute_values=attribute_values
+        )
         clues = (
-            [classifier.explain(X[[row]], event_model=chosen) for row in range(X.shape[0])]
+            [
+                classifier.explain(
+                    X[[row]], event_model=chosen, attribute_values=attribute_values[row]
+                )
+                for row in range(X.shape[0])
+            ]
             if explain
             else None
         )
