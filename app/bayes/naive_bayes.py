@@ -228,7 +228,7 @@ class Classifier:
         self.table = table
         self.config = config
         self.totals = totals
-        self.attributes = attributes or AttributeSums(len(table.classes))
+        self.attributes = AttributeSums(len(table.classes)) if attributes is None else attributes
         self.scorer = self._scorer(config.event_model)
         self._vocabulary = _VocabularyCache()
         self._scorings: dict[str, Scoring] = {}

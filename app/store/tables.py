@@ -152,12 +152,12 @@ trained_messages = Table(
     Column("token_ids", LargeBinary, nullable=False),  # little-endian uint32, ascending
     Column("token_terms", LargeBinary, nullable=False),  # little-endian uint32, same order
     Column("trained_at", DateTime(timezone=True), nullable=False),
-    # The message's numeric attributes, {name: number} (JSON keeps a float's every digit), so
-    # forget and relabel take exactly these from `attribute_sums`; null: none.
-    Column("attributes", JSON(none_as_null=True), nullable=True),
     # sha256 of raw mail's body (app.service.messages.body_digest), with the message_id how a
     # reported copy with more header fields finds the message; null for text and older rows.
     Column("body_digest", String(64), nullable=True),
+    # The message's numeric attributes, {name: number} (JSON keeps a float's every digit), so
+    # forget and relabel take exactly these from `attribute_sums`; null: none.
+    Column("attributes", JSON(none_as_null=True), nullable=True),
     Index("ix_trained_messages_model_id_message_id", "model_id", "message_id"),
 )
 

@@ -59,8 +59,8 @@ def _split(raw: bytes) -> tuple[bytes, bytes]:
 def _fields(head: bytes) -> list[tuple[bytes, bytes]]:
     """(lower-case name, value with its continuation lines) of each header field."""
     starts = list(_FIELD_START.finditer(head))
-    fields = []
-    for match, following in zip(starts, [*starts[1:], None], strict=True):
-        end = following.start() if following is not None else len(head)
-        fields.append((match.group(1).lower(), head[match.end() : end]))
-    return fields
+    ends = [match.start() for match in starts[1:]] + [len(head)]
+    return [
+        (match.group(1).lower(), head[match.end() : end])
+        for match, end in zip(starts, ends[: len(starts)], strict=True)
+    ]

@@ -127,3 +127,24 @@ def test_a_robinson_fisher_attribute_clue_leans_where_the_densities_do() -> None
     assert f[1] < 0.01
     np.testing.assert_allclose(f + g, 1.0, rtol=1e-12)
     assert ((f > 0) & (f < 1) & (g > 0)).all()  # shrunk toward x: never a certain clue
+
+
+def test_a_classifier_scores_with_the_very_sums_it_was_given_as_they_fill() -> None:
+    table = CountTable(CLASSES)
+    ids = table.intern(["word"])
+    table.add(0, ids, [1])
+    table.add(1, ids, [1])
+    sums = AttributeSums(2)  # empty when given: filled as messages are trained
+    classifier = Classifier(
+        table,
+        ModelConfig(event_model="bernoulli", gaussian_attributes=True).to_engine(),
+        attributes=sums,
+    )
+    matrix = table.vectorize([{"word": 1}])
+    before = classifier.assess(matrix, attribute_values=[{"x": 0.0}])[1]
+    sums.add({"x": 0.0}, 0, sign=1)
+    sums.add({"x": 0.5}, 0, sign=1)
+    sums.add({"x": 9.0}, 1, sign=1)
+    sums.add({"x": 10.0}, 1, sign=1)
+    after = classifier.assess(matrix, attribute_values=[{"x": 0.0}])[1]
+    assert after[0, 0] - after[0, 1] > before[0, 0] - before[0, 1] + 10
