@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from fractions import Fraction
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, insert, select, update
 
 from app.bayes.attributes import AttributeCell, AttributeSums, MomentsDelta
 from app.store.tables import attribute_sums
 
 # Cells read per statement when a write looks up the ones it changes.
 LOOKUP_CHUNK = 400
+_KEY = ("model_id", "name", "class_index")
 
 
 def add_attribute_sums(
@@ -46,30 +47,38 @@ def add_attribute_sums(
                 Fraction(row.total),
                 Fraction(row.squares),
             )
-    inserts = []
+    inserts: list[dict[str, object]] = []
+    updates: list[dict[str, object]] = []
     for (name, class_index), change in sorted(delta.items()):
         before = current.get((name, class_index))
         n, total, squares = before or (0, Fraction(0), Fraction(0))
-        values = {
+        values: dict[str, object] = {
             "n": n + change.n,
             "total": str(total + change.sum),
             "squares": str(squares + change.squares),
             "generation": generation,
         }
-        if before is None:
-            inserts.append(
-                {"model_id": model_id, "name": name, "class_index": class_index, **values}
+        key = {"model_id": model_id, "name": name, "class_index": class_index}
+        (updates if before is not None else inserts).append({**key, **values})
+    if updates:  # one statement, executed for every row
+        conn.execute(
+            update(attribute_sums)
+            .where(
+                attribute_sums.c.model_id == bindparam("key_model_id"),
+                attribute_sums.c.name == bindparam("key_name"),
+                attribute_sums.c.class_index == bindparam("key_class_index"),
             )
-        else:
-            conn.execute(
-                update(attribute_sums)
-                .where(
-                    attribute_sums.c.model_id == model_id,
-                    attribute_sums.c.name == name,
-                    attribute_sums.c.class_index == class_index,
-                )
-                .values(**values)
-            )
+            .values(
+                n=bindparam("new_n"),
+                total=bindparam("new_total"),
+                squares=bindparam("new_squares"),
+                generation=bindparam("new_generation"),
+            ),
+            [
+                {f"key_{k}" if k in _KEY else f"new_{k}": v for k, v in row.items()}
+                for row in updates
+            ],
+        )
     if inserts:
         conn.execute(insert(attribute_sums), inserts)
 
