@@ -67,6 +67,7 @@ class AttributeSums:
 
     n_classes: int
     moments: dict[str, Moments] = field(default_factory=dict)
+    version: int = 0  # bumped by every change: what a Gaussians cache is checked against
 
     def add(self, values: AttributeValues, class_index: int, *, sign: int) -> None:
         """Add (sign=+1) or take away (-1) one message's values in class `class_index`."""
@@ -77,6 +78,7 @@ class AttributeSums:
         moments = self.moments.get(name)
         if moments is None:
             moments = self.moments[name] = Moments.empty(self.n_classes)
+        self.version += 1
         moments.n[class_index] += delta.n
         moments.sums[class_index] += delta.sum
         moments.squares[class_index] += delta.squares
@@ -88,6 +90,7 @@ class AttributeSums:
         moments = self.moments.get(name)
         if moments is None:
             moments = self.moments[name] = Moments.empty(self.n_classes)
+        self.version += 1
         moments.n[class_index] = n
         moments.sums[class_index] = total
         moments.squares[class_index] = squares
@@ -144,6 +147,7 @@ class Gaussians:
     variances: FloatArray
     observations: IntArray
     epsilon: float
+    n_classes: int
 
     def index(self) -> dict[str, int]:
         return {name: i for i, name in enumerate(self.names)}
@@ -186,6 +190,7 @@ def fit_gaussians(sums: AttributeSums, *, var_smoothing: float) -> Gaussians:
         variances=np.array(variances, dtype=np.float64).reshape(len(names), n_classes) + epsilon,
         observations=np.array(observations, dtype=np.int64).reshape(len(names), n_classes),
         epsilon=epsilon,
+        n_classes=n_classes,
     )
 
 
@@ -221,7 +226,11 @@ def attribute_evidence(
     sums: AttributeSums, messages: Sequence[AttributeValues], *, var_smoothing: float
 ) -> AttributeEvidence:
     """The Gaussian evidence of each message's attributes under the model's `sums`."""
-    gaussians = fit_gaussians(sums, var_smoothing=var_smoothing)
+    return evidence_of(fit_gaussians(sums, var_smoothing=var_smoothing), messages)
+
+
+def evidence_of(gaussians: Gaussians, messages: Sequence[AttributeValues]) -> AttributeEvidence:
+    """`attribute_evidence` with the Gaussians fitted already."""
     index = gaussians.index()
     rows: list[int] = []
     names: list[str] = []
@@ -236,7 +245,7 @@ def attribute_evidence(
             names.append(name)
             positions.append(position)
             values.append(float(message[name]))
-    n_classes = sums.n_classes
+    n_classes = gaussians.n_classes
     if not rows:
         return AttributeEvidence(
             rows=np.zeros(0, dtype=np.int64),

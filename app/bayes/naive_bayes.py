@@ -26,7 +26,9 @@ from app.bayes.attributes import (
     AttributeEvidence,
     AttributeSums,
     AttributeValues,
-    attribute_evidence,
+    Gaussians,
+    evidence_of,
+    fit_gaussians,
 )
 from app.bayes.counts import BoolArray, CountTable, FloatArray, IntArray, _as_csr
 from app.bayes.scorers import EventModel, scorer
@@ -229,6 +231,7 @@ class Classifier:
         self.config = config
         self.totals = totals
         self.attributes = AttributeSums(len(table.classes)) if attributes is None else attributes
+        self._gaussians: tuple[int, Gaussians] | None = None  # fitted at a version of the sums
         self.scorer = self._scorer(config.event_model)
         self._vocabulary = _VocabularyCache()
         self._scorings: dict[str, Scoring] = {}
@@ -412,8 +415,12 @@ class Classifier:
         if not any(attribute_values):
             return None
         with self._lock:
-            sums = self.attributes.copy()
-        return attribute_evidence(sums, attribute_values, var_smoothing=self.config.var_smoothing)
+            version = self.attributes.version
+            if self._gaussians is None or self._gaussians[0] != version:
+                fitted = fit_gaussians(self.attributes, var_smoothing=self.config.var_smoothing)
+                self._gaussians = (version, fitted)
+            gaussians = self._gaussians[1]
+        return evidence_of(gaussians, attribute_values)
 
     def _chosen(self, event_model: EventModel | None) -> Scorer:
         return self.scorer if event_model is None else self._scorer(event_model)
