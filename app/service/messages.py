@@ -13,7 +13,7 @@ import hashlib
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.errors import InvalidMessage, MessageTooLarge
 from app.text import HashedTokens, TokenizerLimits, hash_raw, hash_text
@@ -82,9 +82,16 @@ class PreparedMessage:
 
 
 def prepare(
-    message: Message, *, limits: TokenizerLimits, max_message_bytes: int, core: TokenCore
+    message: Message,
+    *,
+    limits: TokenizerLimits,
+    max_message_bytes: int,
+    core: TokenCore,
+    features: bool = True,
 ) -> PreparedMessage:
-    """Check and tokenize `message` with the token `core`; derive its message_id and key."""
+    """Check and tokenize `message` with the token `core`; derive its message_id and key.
+    With `features`, raw mail's own numbers join its attributes (a classification adds them
+    later, with `with_features`, only for a model that scores them)."""
     if (message.raw is None) == (message.text is None):
         raise InvalidMessage("give exactly one of 'raw' and 'text'")
     size = message.size_bytes()
@@ -105,7 +112,7 @@ def prepare(
     )
     check_message_id(message_id)
     attributes = check_attributes(message.attributes or {})
-    if message.raw is not None:  # raw mail's own numbers, learned and scored as attributes
+    if features and message.raw is not None:  # raw mail's own numbers, as attributes
         attributes = mail_features(content, max_scan_bytes=limits.max_scan_bytes) | attributes
     return PreparedMessage(
         message_id=message_id,
@@ -115,6 +122,17 @@ def prepare(
         from_text=message.raw is None,
         attributes=attributes,
     )
+
+
+def with_features(
+    prepared: PreparedMessage, message: Message, *, max_scan_bytes: int
+) -> PreparedMessage:
+    """`prepared` (made without features) with raw mail's own numbers among its attributes."""
+    if message.raw is None:
+        return prepared
+    raw = message.raw if isinstance(message.raw, bytes) else _raw_bytes(message.raw)
+    found = mail_features(raw, max_scan_bytes=max_scan_bytes)
+    return replace(prepared, attributes=found | dict(prepared.attributes))
 
 
 def _raw_bytes(raw: str) -> bytes:
