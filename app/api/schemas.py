@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    create_model,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_core import to_jsonable_python
 
 from app.service.classification import Classification
-from app.service.messages import MAX_MESSAGE_ID_CHARS, Message
+from app.service.messages import (
+    ATTRIBUTE_NAME_PATTERN,
+    MAX_ATTRIBUTE_NAME_CHARS,
+    MAX_ATTRIBUTES,
+    MAX_MESSAGE_ID_CHARS,
+    Message,
+)
 from app.service.model_config import EventModel, ModelConfig
 from app.service.models import MODEL_NAME_PATTERN, RELATION_FIELDS, ModelInfo
 from app.service.training import TrainResult
@@ -21,6 +34,22 @@ MessageId = Field(
     description="The client's id, e.g. the Message-ID header; "
     "default sha256:<hex> of the message bytes",
 )
+
+
+AttributeName = Annotated[str, StringConstraints(pattern=ATTRIBUTE_NAME_PATTERN)]
+Attributes = Annotated[
+    dict[AttributeName, Annotated[float, Field(allow_inf_nan=False)]] | None,
+    Field(
+        default=None,
+        max_length=MAX_ATTRIBUTES,
+        description=f"Numeric attributes the text does not hold, {{name: number}}: what a mail "
+        "server knows (SPF/DKIM/DMARC results, RBL hits, another engine's score). Learned per "
+        "model as a Gaussian per class; scored where the model's `gaussian_attributes` is on. "
+        f"At most {MAX_ATTRIBUTES}; names 1-{MAX_ATTRIBUTE_NAME_CHARS} printable ASCII "
+        "characters without spaces; finite numbers",
+        examples=[{"spf_pass": 1, "rbl_hits": 0, "rspamd_score": -2.5}],
+    ),
+]
 
 
 class Strict(BaseModel):
@@ -35,6 +64,7 @@ class MessageBody(Strict):
     raw: str | None = Field(default=None, description="The whole RFC 822 message, headers first")
     text: str | None = Field(default=None, description="Plain text, e.g. an SMS")
     message_id: str | None = MessageId
+    attributes: Attributes = None
 
     @model_validator(mode="after")
     def _exactly_one_of_raw_and_text(self) -> Self:
@@ -43,7 +73,9 @@ class MessageBody(Strict):
         return self
 
     def to_message(self) -> Message:
-        return Message(raw=self.raw, text=self.text, message_id=self.message_id)
+        return Message(
+            raw=self.raw, text=self.text, message_id=self.message_id, attributes=self.attributes
+        )
 
 
 BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
@@ -154,6 +186,7 @@ class FeedbackRequest(Strict):
     message_id: str | None = MessageId
     raw: str | None = None
     text: str | None = None
+    attributes: Attributes = None
 
     @model_validator(mode="after")
     def _message_or_id(self) -> Self:
@@ -166,7 +199,9 @@ class FeedbackRequest(Strict):
     def to_message(self) -> Message | None:
         if self.raw is None and self.text is None:
             return None
-        return Message(raw=self.raw, text=self.text, message_id=self.message_id)
+        return Message(
+            raw=self.raw, text=self.text, message_id=self.message_id, attributes=self.attributes
+        )
 
 
 class Health(BaseModel):

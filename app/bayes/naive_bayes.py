@@ -22,6 +22,14 @@ import scipy.sparse
 from numpy.typing import ArrayLike
 from pydantic import Field
 
+from app.bayes.attributes import (
+    AttributeEvidence,
+    AttributeSums,
+    AttributeValues,
+    Gaussians,
+    evidence_of,
+    fit_gaussians,
+)
 from app.bayes.counts import BoolArray, CountTable, FloatArray, IntArray, _as_csr
 from app.bayes.scorers import EventModel, scorer
 from app.bayes.scorers.base import (
@@ -66,6 +74,10 @@ class NaiveBayesConfig:
     rf_max_tokens: int | None = None
     spam_threshold: float
     ham_threshold: float
+    # Whether the Gaussians of the messages' numeric attributes are scored with the tokens
+    # (they are learned either way); var_smoothing is GaussianNB's, its default 1e-9.
+    gaussian_attributes: bool = False
+    var_smoothing: float = 1e-9
 
     def __post_init__(self) -> None:
         scorer(self.event_model)  # a known name
@@ -86,6 +98,11 @@ class NaiveBayesConfig:
         _check_count("rf_max_tokens", self.rf_max_tokens, optional=True)
         _check_number("spam_threshold", self.spam_threshold, low=0.0, high=1.0)
         _check_number("ham_threshold", self.ham_threshold, low=0.0, high=1.0)
+        if not isinstance(self.gaussian_attributes, bool):
+            raise ValueError(
+                f"gaussian_attributes must be a bool, got {self.gaussian_attributes!r}"
+            )
+        _check_number("var_smoothing", self.var_smoothing, low=0.0)
         if self.ham_threshold > self.spam_threshold:
             raise ValueError(
                 f"ham_threshold must be <= spam_threshold ({self.spam_threshold}), "
@@ -190,6 +207,10 @@ class Classifier:
     X is a term-count matrix (n_messages, n_tokens); columns beyond the table are ignored,
     a narrower X is read as if padded with zero columns. Scoring holds a lock, so one
     Classifier may serve several threads; changes to the table must not run concurrently.
+
+    `attributes` are the Gaussian statistics of the model's numeric attributes
+    (`app.bayes.attributes`); with the config's gaussian_attributes, a message's attribute
+    values (`attribute_values`, one mapping per row of X) are scored with its tokens.
     """
 
     def __init__(
@@ -198,6 +219,7 @@ class Classifier:
         config: NaiveBayesConfig,
         *,
         totals: VocabularyTotals | None = None,
+        attributes: AttributeSums | None = None,
     ) -> None:
         """With `totals`, the table holds only some tokens of the model (those of the
         messages to score) and V's sums come from `totals` instead of the table."""
@@ -208,6 +230,8 @@ class Classifier:
         self.table = table
         self.config = config
         self.totals = totals
+        self.attributes = AttributeSums(len(table.classes)) if attributes is None else attributes
+        self._gaussians: tuple[int, Gaussians] | None = None  # fitted at a version of the sums
         self.scorer = self._scorer(config.event_model)
         self._vocabulary = _VocabularyCache()
         self._scorings: dict[str, Scoring] = {}
@@ -259,18 +283,28 @@ class Classifier:
             return self._scoring(chosen).tokens_used(matrix)
 
     def assess(
-        self, X: Matrix, *, event_model: EventModel | None = None
+        self,
+        X: Matrix,
+        *,
+        event_model: EventModel | None = None,
+        attribute_values: Sequence[AttributeValues] | None = None,
     ) -> tuple[FloatArray, FloatArray, IntArray]:
         """Return predict_log_proba, joint_log_likelihood (with `event_model`) and tokens_used
-        (with the configured event model) of X, sharing the work they have in common.
+        (with the configured event model) of X, sharing the work they have in common; with
+        the config's gaussian_attributes, each message's `attribute_values` take part.
 
         What a classification reports; Robinson-Fisher's evidence is found once, not thrice.
         """
         chosen = self._chosen(event_model)
         matrix = _as_csr(X)
+        evidence = self._attribute_evidence(attribute_values, matrix.shape[0])
         with self._lock:
             scoring = self._scoring(chosen)
-            if chosen is self.scorer:
+            if evidence is not None:
+                scores, used = scoring.assess_with(matrix, evidence)
+                if chosen is not self.scorer:
+                    used = self._scoring(self.scorer).tokens_used(matrix)
+            elif chosen is self.scorer:
                 scores, used = scoring.assess(matrix)
             else:
                 scores = scoring.joint_log_likelihood(matrix)
@@ -293,22 +327,46 @@ class Classifier:
             return int(self.vocabulary().sum())
 
     def explain(
-        self, x_row: Matrix, *, limit: int = 10, event_model: EventModel | None = None
+        self,
+        x_row: Matrix,
+        *,
+        limit: int = 10,
+        event_model: EventModel | None = None,
+        attribute_values: AttributeValues | None = None,
     ) -> list[Clue]:
         """Return the tokens of one message that moved the verdict most, strongest first.
 
         Naive Bayes: a token's contribution to each class score (n_w log P(w|c), or
         log p_cw - log(1 - p_cw) for Bernoulli); it speaks for the class it raises most,
         by the margin over the next class. Robinson-Fisher: the tokens combined, toward
-        spam when f(w) > 0.5, weighted by |log f(w) - log(1 - f(w))|.
+        spam when f(w) > 0.5, weighted by |log f(w) - log(1 - f(w))|. An attribute scored
+        (gaussian_attributes) is a clue named `attribute:<name>`, weighed alike.
         """
         chosen = self._chosen(event_model)
         matrix = _as_csr(x_row)
         if matrix.shape[0] != 1:
             raise ValueError(f"x_row must be one message, got {matrix.shape[0]} rows")
+        evidence = self._attribute_evidence(
+            None if attribute_values is None else [attribute_values], 1
+        )
         with self._lock:
-            token_ids, favoured, strength = self._scoring(chosen).contributions(matrix)
-            return self._clues(token_ids, favoured, strength, limit)
+            scoring = self._scoring(chosen)
+            token_ids, favoured, strength = scoring.contributions(matrix)
+            clues = self._clues(token_ids, favoured, strength, limit)
+            if evidence is None or not evidence.names:
+                return clues
+            attribute_favoured, attribute_strength = scoring.attribute_contributions(evidence)
+        classes = self.table.classes
+        clues += [
+            Clue(f"attribute:{name}", classes[class_index], weight)
+            for name, class_index, weight in zip(
+                evidence.names,
+                attribute_favoured.tolist(),
+                attribute_strength.tolist(),
+                strict=True,
+            )
+        ]
+        return sorted(clues, key=lambda clue: -clue.weight)[:limit]
 
     # ------------------------------------------- what scorers read (scorers.base.Model)
 
@@ -343,6 +401,26 @@ class Classifier:
         return log_prior(self.table.class_docs, self.config.prior)
 
     # ----------------------------------------------------------------- internals
+
+    def _attribute_evidence(
+        self, attribute_values: Sequence[AttributeValues] | None, n_messages: int
+    ) -> AttributeEvidence | None:
+        """The Gaussian evidence of the messages' attributes, or None when none is scored."""
+        if not self.config.gaussian_attributes or attribute_values is None:
+            return None
+        if len(attribute_values) != n_messages:
+            raise ValueError(
+                f"got {len(attribute_values)} attribute rows for {n_messages} messages"
+            )
+        if not any(attribute_values):
+            return None
+        with self._lock:
+            version = self.attributes.version
+            if self._gaussians is None or self._gaussians[0] != version:
+                fitted = fit_gaussians(self.attributes, var_smoothing=self.config.var_smoothing)
+                self._gaussians = (version, fitted)
+            gaussians = self._gaussians[1]
+        return evidence_of(gaussians, attribute_values)
 
     def _chosen(self, event_model: EventModel | None) -> Scorer:
         return self.scorer if event_model is None else self._scorer(event_model)

@@ -89,9 +89,17 @@ def _parsing(field: FieldInfo) -> dict[str, Any]:
     kind = kinds[0] if kinds else field.annotation
     if kind in (int, float):
         return {"type": kind}
+    if kind is bool:
+        return {"type": _boolean, "metavar": "{true,false}"}
     # stop_words: a list's name, or its words separated by commas
     names = get_args(kind)
     return {"type": lambda value: value if value in names else _words(value)}
+
+
+def _boolean(value: str) -> bool:
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
 
 
 def _words(value: str) -> list[str]:

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from app.bayes.attributes import AttributeSums
 from app.bayes.blend import (
     Rows,
     merge_counts_mapped,
@@ -38,6 +39,7 @@ from app.live.cold import PartialModel
 from app.live.held import LiveModel
 from app.live.models import LiveModels
 from app.live.view import Part, ScoringView
+from app.store.attributes import read_attribute_sums
 from app.store.models import ModelRow
 
 
@@ -101,13 +103,18 @@ def read_blend(
             Part(whole_second.id, whole_second.name, second_table.class_docs),
         )
         id_maps = (first_map, second_map)
+    attributes = None
+    if config.gaussian_attributes:  # a few numbers per attribute: summed for each request
+        attributes = _attributes_of(models, personal).merged(
+            _attributes_of(models, backing), weight=personal_weight
+        )
     live = LiveModel(
         id=source.id,
         name=source.name,
         classes=source.classes,
         options=dict(row_config),
         table=table,
-        classifier=Classifier(table, config, totals=totals),
+        classifier=Classifier(table, config, totals=totals, attributes=attributes),
         created_at=source.created_at,
         engine_config=models.engine_config,
         epoch=source.epoch,
@@ -156,6 +163,20 @@ def _held_rows_and_totals(
         totals = merged_vocabulary_totals(copies[0], copies[1], config, base_weight=personal_weight)
         models.totals.keep_blend(key, totals)
     return read[0][1], read[1][1], totals
+
+
+def _attributes_of(models: LiveModels, model: LiveModel | ModelRow | PartialModel) -> AttributeSums:
+    """A copy of `model`'s attribute sums: from its held (or partially read) copy, else read."""
+    live = model.live if isinstance(model, PartialModel) else model
+    if not isinstance(live, LiveModel):
+        live = models.held(live.name) or live
+    if isinstance(live, LiveModel):
+        with live.lock:
+            return live.attributes.copy()
+    row = live
+    return models.db.run(
+        lambda conn: read_attribute_sums(conn, row.id, len(row.classes)), write=False
+    )
 
 
 def _generation_of(live: LiveModel) -> tuple[int, object, int, int]:

@@ -21,6 +21,7 @@ from app.bayes.counts import IntArray
 from app.bayes.naive_bayes import NaiveBayesConfig, vocabulary_totals
 from app.bayes.scorers import VocabularyTotals
 from app.live.held import EngineConfig, LiveModel
+from app.store.attributes import read_attribute_sums
 from app.store.counts import MessageCounts, read_all_counts, read_message_counts
 from app.store.models import ModelRow
 
@@ -63,6 +64,8 @@ def read_partial_model(
             counts.count_terms,
         )
     live.table.set_class_totals(counts.class_docs, counts.class_terms)
+    if config.gaussian_attributes:  # a few rows: the model's attribute sums
+        read_attribute_sums(conn, row.id, len(row.classes), into=live.attributes)
     live.synced_generation = row.generation
     return PartialModel(live=live, token_ids=counts.token_ids)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -22,9 +22,11 @@ import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy import Connection
 
+from app.bayes.attributes import AttributeCell, AttributeSums, MomentsDelta
 from app.bayes.counts import CountTable, IntArray
 from app.bayes.naive_bayes import Classifier, NaiveBayesConfig
 from app.bayes.scorers import VocabularyTotals
+from app.store.attributes import read_attribute_cells, read_attribute_sums
 from app.store.counts import CountChanges, CountDelta, read_changes, read_model_parts
 from app.store.engine import Database, trim_heap
 from app.store.models import ModelRow, find_model
@@ -72,6 +74,11 @@ class LiveModel:
     def config(self) -> NaiveBayesConfig:
         return self.classifier.config
 
+    @property
+    def attributes(self) -> AttributeSums:
+        """The Gaussian sums of the model's numeric attributes (changed under `lock`)."""
+        return self.classifier.attributes
+
     @classmethod
     def load(cls, db: Database, name: str, engine_config: EngineConfig) -> LiveModel:
         with db.transaction(write=False) as conn:
@@ -82,6 +89,7 @@ class LiveModel:
                 conn, row.id, generation=row.generation, n_classes=len(row.classes)
             ):
                 live._apply_rows(part)
+            read_attribute_sums(conn, row.id, len(row.classes), into=live.attributes)
             live.synced_generation = row.generation
         live.classifier.warm()  # its temporaries are freed below, not after the first request
         trim_heap()
@@ -127,13 +135,15 @@ class LiveModel:
         """Estimate the memory this model holds (see BYTES_PER_TOKEN)."""
         return estimated_bytes(self.table.n_tokens, len(self.classes))
 
-    def apply(self, changes: CountChanges) -> None:
-        """Apply a change feed read from the database (absolute values; idempotent)."""
+    def apply(self, changes: CountChanges, attributes: Sequence[AttributeCell] = ()) -> None:
+        """Apply a change feed read from the database, with the attribute cells changed in
+        it (absolute values; idempotent)."""
         capacity = self.table.capacity
         with self.lock:
             if changes.generation <= self.synced_generation:
                 return
             self._apply_rows(changes)
+            self.attributes.set_cells(attributes)
             self.synced_generation = changes.generation
         self._return_memory_if_grown(capacity)
 
@@ -157,14 +167,16 @@ class LiveModel:
         if row.config != self.options:
             self.reconfigure(dict(row.config))
         self.backed_by, self.feedback_trains_backing = row.backed_by, row.feedback_trains_backing
+        since = self.synced_generation
         self.apply(
             read_changes(
                 conn,
                 self.id,
-                since_generation=self.synced_generation,
+                since_generation=since,
                 generation=generation,
                 n_classes=len(self.classes),
-            )
+            ),
+            read_attribute_cells(conn, self.id, since_generation=since),
         )
 
     def apply_own_write(
@@ -176,6 +188,7 @@ class LiveModel:
         delta: CountDelta,
         class_docs: IntArray,
         class_terms: IntArray,
+        attributes: Mapping[tuple[str, int], MomentsDelta] | None = None,
     ) -> bool:
         """Apply this process's committed write in place, if it directly follows what we hold.
 
@@ -200,6 +213,8 @@ class LiveModel:
             self.table.set_class_totals(
                 self.table.class_docs + class_docs, self.table.class_terms + class_terms
             )
+            for (name, class_index), change in (attributes or {}).items():
+                self.attributes.change(name, class_index, change)
             self.synced_generation = generation
         self._return_memory_if_grown(capacity)
         return True
@@ -217,4 +232,8 @@ class LiveModel:
     def reconfigure(self, options: dict[str, Any]) -> None:
         with self.lock:
             self.options = options
-            self.classifier = Classifier(self.table, self.engine_config(options, self.classes))
+            self.classifier = Classifier(
+                self.table,
+                self.engine_config(options, self.classes),
+                attributes=self.classifier.attributes,
+            )

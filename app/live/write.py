@@ -24,10 +24,12 @@ from typing import TypeVar
 import numpy as np
 from sqlalchemy import Connection
 
+from app.bayes.attributes import AttributeValues, MomentsDelta, cell_changes
 from app.bayes.counts import IntArray
 from app.errors import TooManyNewTokens
 from app.live.held import LiveModel
 from app.live.models import LiveModels
+from app.store.attributes import add_attribute_sums
 from app.store.counts import (
     CountDelta,
     add_class_totals,
@@ -105,6 +107,7 @@ class ModelWrite:
         self.row = row
         self.generation = row.generation
         self._changes = _CountChanges(len(live.classes))
+        self._attributes: dict[tuple[str, int], MomentsDelta] = {}
         self._new_ids: list[IntArray] = []
         self._new_texts: list[str] = []
         self._stored: CountDelta | None = None
@@ -178,9 +181,16 @@ class ModelWrite:
         self._request_starts_at = len(self._new_texts)
 
     def add(
-        self, token_ids: IntArray, token_terms: IntArray, class_index: int, *, sign: int
+        self,
+        token_ids: IntArray,
+        token_terms: IntArray,
+        class_index: int,
+        *,
+        sign: int,
+        attributes: AttributeValues | None = None,
     ) -> None:
-        """Add (sign=+1) or remove (-1) one message of class `class_index`.
+        """Add (sign=+1) or remove (-1) one message of class `class_index`, with its numeric
+        `attributes` (exactly those it was trained with, when removed).
 
         A message from a ledger may name tokens that expired since it was trained: only the
         tokens that remain are counted (their counts still hold this message's share, since
@@ -193,6 +203,11 @@ class ModelWrite:
             if not keep.all():
                 token_ids, token_terms = token_ids[keep], token_terms[keep]
         self._changes.add(token_ids, token_terms, class_index, sign=sign)
+        for name, (n, total, squares) in cell_changes(attributes or {}, sign=sign).items():
+            before = self._attributes.get((name, class_index))
+            if before is not None:
+                n, total, squares = n + before.n, total + before.sum, squares + before.squares
+            self._attributes[(name, class_index)] = MomentsDelta(n, total, squares)
 
     def remove_tokens(self, token_ids: IntArray) -> int:
         """Delete tokens and their counts (expiry); return how many were trained tokens.
@@ -244,6 +259,9 @@ class ModelWrite:
                 class_terms=self._changes.class_terms.tolist(),
             )
             self.row.add_vocabulary(self._vocabulary_change(delta))
+            add_attribute_sums(
+                self.conn, self.live.id, self._attributes, generation=self.generation
+            )
             self.row.save(self.conn)
             self._stored = delta
         return self._stored
@@ -281,6 +299,7 @@ class ModelWrite:
             delta=self._stored,
             class_docs=self._changes.class_docs,
             class_terms=self._changes.class_terms,
+            attributes=self._attributes,
         )
         if not applied:
             models.sync(self.live)

@@ -27,7 +27,7 @@ from app.errors import InvalidConfig, NotTrained
 from app.live.held import LiveModel
 from app.live.scoring import scoring_view
 from app.live.view import ScoringView
-from app.service.messages import Message, PreparedMessage, prepare
+from app.service.messages import Message, PreparedMessage, prepare, with_features
 from app.service.model_config import parse_config
 from app.service.runtime import Runtime, with_time_budget
 from app.store.activity import Event, verdict_event
@@ -116,6 +116,12 @@ def classify_batch(
         event_model=event_model,
         personal_weight=_personal_weight,
     )
+    if view.live.config.gaussian_attributes:
+        max_scan_bytes = rt.limits.max_scan_bytes
+        prepared = [
+            with_features(one, message, max_scan_bytes=max_scan_bytes)
+            for one, message in zip(prepared, messages, strict=True)
+        ]
     results, records = _score(
         view,
         prepared,
@@ -170,6 +176,7 @@ def prepare_messages(
     chunks = [list(messages[start : start + size]) for start in range(0, len(messages), size)]
     work = partial(
         _prepare_chunk,
+        features=budget != "classify",  # as Runtime.prepare
         limits=rt.limits,
         budget_seconds=rt.budget_seconds(budget),
         max_message_bytes=rt.settings.max_message_bytes,
@@ -185,6 +192,7 @@ def _prepare_chunk(
     budget_seconds: float,
     max_message_bytes: int,
     token_core: CoreChoice,
+    features: bool,
 ) -> list[PreparedMessage]:
     core = resolve(token_core)
     return [
@@ -193,6 +201,7 @@ def _prepare_chunk(
             limits=with_time_budget(limits, budget_seconds),
             max_message_bytes=max_message_bytes,
             core=core,
+            features=features,
         )
         for message in messages
     ]
@@ -228,9 +237,17 @@ def _score(
             lambda row: list(prepared[row].token_counts),
         )
         classifier = live.classifier
-        log_proba, scores, used = classifier.assess(X, event_model=chosen)
+        attribute_values = [message.attributes for message in prepared]
+        log_proba, scores, used = classifier.assess(
+            X, event_model=chosen, attribute_values=attribute_values
+        )
         clues = (
-            [classifier.explain(X[[row]], event_model=chosen) for row in range(X.shape[0])]
+            [
+                classifier.explain(
+                    X[[row]], event_model=chosen, attribute_values=attribute_values[row]
+                )
+                for row in range(X.shape[0])
+            ]
             if explain
             else None
         )

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from typing import Literal
 
@@ -29,12 +29,14 @@ import scipy.sparse
 from numpy.typing import NDArray
 from scipy.stats import rankdata
 
+from app.bayes.attributes import AttributeSums
 from app.bayes.counts import CountTable
 from app.bayes.naive_bayes import Classifier, NaiveBayesConfig, verdict
 from app.bayes.scorers import EVENT_MODELS, EventModel
 from app.service.corpus import LabelledMessage
 from app.text import TokenizerLimits, text_only, tokenize_raw, tokenize_text
 from app.text.core import TokenCore
+from app.text.features import mail_features
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -55,6 +57,9 @@ class Example:
     id: str
     label: str
     tokens: dict[str, int]
+    # Raw mail's own numeric features (app.text.features), in the full view; learned always,
+    # scored where the config's gaussian_attributes is on.
+    attributes: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -183,9 +188,19 @@ def tokenize_corpus(
             m.id,
             m.label,
             message_tokens(m, core=core, text_only_view=text_only_view, limits=limits),
+            message_features(m, text_only_view=text_only_view, limits=limits),
         )
         for m in messages
     ]
+
+
+def message_features(
+    message: LabelledMessage, *, text_only_view: bool, limits: TokenizerLimits
+) -> dict[str, float]:
+    """Raw mail's own numeric features in the full view (none for text), as the API's."""
+    if message.raw is None or text_only_view:
+        return {}
+    return mail_features(message.raw, max_scan_bytes=limits.max_scan_bytes)
 
 
 def stream_order(examples: Sequence[Example], shuffle_seed: int | None) -> list[Example]:
@@ -243,11 +258,13 @@ def evaluate_examples(
 
     started = time.perf_counter()
     table = CountTable(CLASSES)
+    attributes = AttributeSums(len(CLASSES))
     known = _intern_all(table, train)
     for example in train:
         if example.tokens:
             token_ids, terms = _ids_and_terms(known, example)
             table.add(CLASSES.index(example.label), token_ids, terms)
+            attributes.add(example.attributes, CLASSES.index(example.label), sign=1)
     train_seconds = time.perf_counter() - started + per_message * len(train)
 
     labels = np.array([CLASSES.index(example.label) for example in test], dtype=np.int64)
@@ -257,9 +274,14 @@ def evaluate_examples(
     for event_model in event_models:
         started = time.perf_counter()
         X = table.vectorize([example.tokens for example in test])
-        classifier = Classifier(table, replace(config, event_model=event_model))
-        probabilities = classifier.predict_proba(X)
-        ranking = classifier.spam_log_odds(X)
+        classifier = Classifier(
+            table, replace(config, event_model=event_model), attributes=attributes
+        )
+        log_proba, joint, _ = classifier.assess(
+            X, attribute_values=[example.attributes for example in test]
+        )
+        probabilities = np.exp(log_proba)
+        ranking = joint[:, CLASSES.index("spam")] - joint[:, CLASSES.index("ham")]
         verdicts = [verdict(row, CLASSES, classifier.config) for row in probabilities]
         seconds = time.perf_counter() - started + per_message * len(test)
         vocabulary = classifier.vocabulary_size
@@ -347,7 +369,8 @@ def score_stream(
     # been trained with is outside V until it is, so scores are those of a table interned as
     # it goes, and each message costs a dict lookup per token rather than an index update.
     ids = _intern_all(table, stream)
-    classifier = Classifier(table, config)
+    attributes = AttributeSums(len(CLASSES))
+    classifier = Classifier(table, config, attributes=attributes)
     spam_index = CLASSES.index("spam")
     scores = np.empty(len(stream))
     verdicts: list[str] = []
@@ -361,7 +384,7 @@ def score_stream(
             # Until each class has a message no model can weigh the classes: even odds.
             score, called = 0.0, "unsure"
         else:
-            log_proba, joint, _ = classifier.assess(X)
+            log_proba, joint, _ = classifier.assess(X, attribute_values=[example.attributes])
             score = float(joint[0, spam_index] - joint[0, 1 - spam_index])
             called = verdict(np.exp(log_proba[0]), CLASSES, config)
         scores[position] = score
@@ -374,6 +397,7 @@ def score_stream(
             or (train_mode == "unsure" and called != example.label)
         ):
             table.add(CLASSES.index(example.label), token_ids, terms)
+            attributes.add(example.attributes, CLASSES.index(example.label), sign=1)
             trained += 1
     return ScoredStream(scores, verdicts, trained, classifier.vocabulary_size)
 

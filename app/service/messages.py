@@ -10,25 +10,36 @@ computed.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 from app.errors import InvalidMessage, MessageTooLarge
 from app.text import HashedTokens, TokenizerLimits, hash_raw, hash_text
 from app.text import token_digest as token_digest  # the key's digest, for callers of this module
 from app.text.core import TokenCore
+from app.text.features import FEATURE_PREFIX, mail_features
 
 MAX_MESSAGE_ID_CHARS = 255
+# A message's numeric attributes (`Message.attributes`): at most this many, each name 1-64
+# printable ASCII characters without spaces (the name column holds 64), each value finite.
+MAX_ATTRIBUTES = 32
+MAX_ATTRIBUTE_NAME_CHARS = 64
+ATTRIBUTE_NAME_PATTERN = rf"^[!-~]{{1,{MAX_ATTRIBUTE_NAME_CHARS}}}$"
+_ATTRIBUTE_NAME = re.compile(ATTRIBUTE_NAME_PATTERN)
 _FIELD_NAME = re.compile(rb"[!-9;-~]+:")  # RFC 5322 field name: printable ASCII but ':'
 
 
 @dataclass(frozen=True)
 class Message:
-    """Exactly one of `raw` (RFC 822) and `text` (plain text), and the client's id if any."""
+    """Exactly one of `raw` (RFC 822) and `text` (plain text), the client's id if any, and
+    numeric attributes the text does not hold (an SPF result, another engine's score)."""
 
     raw: bytes | str | None = None
     text: str | None = None
     message_id: str | None = None
+    attributes: Mapping[str, float] | None = None
 
     def size_bytes(self) -> int:
         if self.raw is not None:
@@ -57,6 +68,8 @@ class PreparedMessage:
     # Plain `text` (an SMS, a chat line) trains with any token; raw mail needs the server's
     # min_train_tokens. A model's own min_train_tokens overrides both.
     from_text: bool = False
+    # Numeric attributes, name -> finite value (checked by `check_attributes`).
+    attributes: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def token_counts(self) -> dict[str, int]:
@@ -69,9 +82,16 @@ class PreparedMessage:
 
 
 def prepare(
-    message: Message, *, limits: TokenizerLimits, max_message_bytes: int, core: TokenCore
+    message: Message,
+    *,
+    limits: TokenizerLimits,
+    max_message_bytes: int,
+    core: TokenCore,
+    features: bool = True,
 ) -> PreparedMessage:
-    """Check and tokenize `message` with the token `core`; derive its message_id and key."""
+    """Check and tokenize `message` with the token `core`; derive its message_id and key.
+    With `features`, raw mail's own numbers join its attributes (a classification adds them
+    later, with `with_features`, only for a model that scores them)."""
     if (message.raw is None) == (message.text is None):
         raise InvalidMessage("give exactly one of 'raw' and 'text'")
     size = message.size_bytes()
@@ -91,13 +111,28 @@ def prepare(
         or f"sha256:{hashlib.sha256(content).hexdigest()}"
     )
     check_message_id(message_id)
+    attributes = check_attributes(message.attributes or {})
+    if features and message.raw is not None:  # raw mail's own numbers, as attributes
+        attributes = mail_features(content, max_scan_bytes=limits.max_scan_bytes) | attributes
     return PreparedMessage(
         message_id=message_id,
         message_key=message_key(message_id, tokens.digest),
         tokens=tokens,
         body_digest=body_digest(content) if message.raw is not None else None,
         from_text=message.raw is None,
+        attributes=attributes,
     )
+
+
+def with_features(
+    prepared: PreparedMessage, message: Message, *, max_scan_bytes: int
+) -> PreparedMessage:
+    """`prepared` (made without features) with raw mail's own numbers among its attributes."""
+    if message.raw is None:
+        return prepared
+    raw = message.raw if isinstance(message.raw, bytes) else _raw_bytes(message.raw)
+    found = mail_features(raw, max_scan_bytes=max_scan_bytes)
+    return replace(prepared, attributes=found | dict(prepared.attributes))
 
 
 def _raw_bytes(raw: str) -> bytes:
@@ -165,6 +200,34 @@ def body_digest(raw: bytes) -> str:
 def check_message_id(message_id: str) -> None:
     if not message_id or len(message_id) > MAX_MESSAGE_ID_CHARS or not message_id.isprintable():
         raise InvalidMessage(f"message_id must be 1-{MAX_MESSAGE_ID_CHARS} printable characters")
+
+
+def check_attributes(attributes: Mapping[str, float]) -> dict[str, float]:
+    """The attributes as floats, sorted by name; InvalidMessage naming what is wrong."""
+    if len(attributes) > MAX_ATTRIBUTES:
+        raise InvalidMessage(
+            f"a message has at most {MAX_ATTRIBUTES} attributes, got {len(attributes)}"
+        )
+    checked: dict[str, float] = {}
+    for name in sorted(attributes):
+        value = attributes[name]
+        if not isinstance(name, str) or not _ATTRIBUTE_NAME.match(name):
+            raise InvalidMessage(
+                f"an attribute name is 1-{MAX_ATTRIBUTE_NAME_CHARS} printable ASCII characters "
+                f"without spaces, got {name!r}"
+            )
+        if name.startswith(FEATURE_PREFIX):
+            raise InvalidMessage(
+                f"attribute names starting with {FEATURE_PREFIX!r} are raw mail's own "
+                f"features, got {name!r}"
+            )
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InvalidMessage(f"attribute {name!r} must be a number, got {value!r}")
+        number = float(value)
+        if not math.isfinite(number):
+            raise InvalidMessage(f"attribute {name!r} must be a finite number, got {value!r}")
+        checked[name] = number
+    return checked
 
 
 def message_key(message_id: str, digest: str) -> str:

@@ -143,6 +143,13 @@ class ModelConfig(BaseModel):
         ge=0,
         lt=0.5,
     )
+    gaussian_attributes: bool = option(
+        False,
+        scope=OptionScope.SCORING,
+        description="score the messages' numeric `attributes` with their tokens, as a "
+        "Gaussian per class and attribute (scikit-learn's GaussianNB, var_smoothing 1e-9); "
+        "they are learned either way, so changing it needs no retraining",
+    )
     # Per model, because short texts (SMS: 43 % have fewer than 11) need a lower floor than mail.
     min_train_tokens: int | None = option(
         None,

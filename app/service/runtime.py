@@ -103,6 +103,9 @@ class Runtime:
             limits=limits,
             max_message_bytes=self.settings.max_message_bytes,
             core=self.core,
+            # Raw mail's own numbers: always learned; a classification adds them only for a
+            # model that scores them (`messages.with_features`).
+            features=budget != "classify",
         )
 
     def budget_seconds(self, kind: Literal["classify", "train"]) -> float:

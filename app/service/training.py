@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Annotated
@@ -95,6 +95,7 @@ class _Item:
     token_terms: IntArray
     defects: tuple[str, ...] = ()
     body_digest: str | None = None
+    attributes: Mapping[str, float] = field(default_factory=dict)  # numeric, name -> value
 
 
 def train(rt: Runtime, *, model_name: str, message: Message, label: str) -> TrainResult:
@@ -308,7 +309,13 @@ def _forget(rt: Runtime, live: LiveModel, message_id: str) -> ForgetResult:
         if not stored:
             raise MessageNotFound(f"no trained message with message_id {message_id!r}")
         for message in stored:
-            write.add(message.token_ids, message.token_terms, message.class_index, sign=-1)
+            write.add(
+                message.token_ids,
+                message.token_terms,
+                message.class_index,
+                sign=-1,
+                attributes=message.attributes,
+            )
         write.store()
         delete_trained(write.conn, live.id, [message.message_key for message in stored])
         add_activity(write.conn, live.id, hour=_this_hour(), events={Event.FORGOTTEN: len(stored)})
@@ -354,8 +361,9 @@ def _training(
         item_tokens = _token_ids(write, items)
         known = find_trained(conn, live.id, sorted({item.message_key for item in items}))
         labels: dict[str, int] = {key: stored.class_index for key, stored in known.items()}
-        token_sets: dict[str, tuple[IntArray, IntArray]] = {
-            key: (stored.token_ids, stored.token_terms) for key, stored in known.items()
+        token_sets: dict[str, tuple[IntArray, IntArray, Mapping[str, float]]] = {
+            key: (stored.token_ids, stored.token_terms, stored.attributes)
+            for key, stored in known.items()
         }
         inserted: dict[str, StoredMessage] = {}
         relabelled: dict[str, int] = {}
@@ -363,8 +371,10 @@ def _training(
         for item, (token_ids, token_terms) in zip(items, item_tokens, strict=True):
             previous = labels.get(item.message_key)
             if previous is None:
-                token_sets[item.message_key] = (token_ids, token_terms)
-                write.add(token_ids, token_terms, item.class_index, sign=1)
+                token_sets[item.message_key] = (token_ids, token_terms, item.attributes)
+                write.add(
+                    token_ids, token_terms, item.class_index, sign=1, attributes=item.attributes
+                )
                 inserted[item.message_key] = StoredMessage(
                     item.message_key,
                     item.message_id,
@@ -372,11 +382,19 @@ def _training(
                     token_ids,
                     token_terms,
                     item.body_digest,
+                    item.attributes,
                 )
             elif previous != item.class_index:
-                stored_ids, stored_terms = token_sets[item.message_key]
-                write.add(stored_ids, stored_terms, previous, sign=-1)
-                write.add(stored_ids, stored_terms, item.class_index, sign=1)
+                # Exactly what the message was trained with moves: its tokens and attributes.
+                stored_ids, stored_terms, stored_attributes = token_sets[item.message_key]
+                write.add(stored_ids, stored_terms, previous, sign=-1, attributes=stored_attributes)
+                write.add(
+                    stored_ids,
+                    stored_terms,
+                    item.class_index,
+                    sign=1,
+                    attributes=stored_attributes,
+                )
                 if item.message_key in inserted:
                     old = inserted[item.message_key]
                     inserted[item.message_key] = replace(old, class_index=item.class_index)
@@ -494,6 +512,7 @@ def _items_for_message_id(
                 None,
                 message.token_ids,
                 message.token_terms,
+                attributes=message.attributes,
             )
             for message in stored
         ]
@@ -600,6 +619,7 @@ def _item_from_prepared(message: PreparedMessage, class_index: int) -> _Item:
         token_terms=terms,
         defects=message.defects,
         body_digest=message.body_digest,
+        attributes=message.attributes,
     )
 
 
@@ -638,7 +658,7 @@ def _class_index(live: LiveModel, label: str) -> int:
 
 
 def _with_id(message: Message, message_id: str) -> Message:
-    return Message(raw=message.raw, text=message.text, message_id=message_id)
+    return replace(message, message_id=message_id)
 
 
 def _this_hour() -> datetime:

@@ -42,6 +42,7 @@ from app.store.engine import Database
 from app.store.ledger import count_trained
 from app.store.transfer import (
     LATER_COLUMNS,
+    LATER_TABLES,
     MODEL_COLUMNS,
     MODEL_TABLES,
     column_kinds,
@@ -208,15 +209,11 @@ class _Importer:
             raise InvalidInput(f"{where}: not a spamsift export (no header line)")
         if record.get("version") != VERSION:
             raise InvalidInput(f"{where}: export version {record.get('version')!r}, not {VERSION}")
-        expected = {name: table_columns(name) for name in MODEL_TABLES}
-        older = {
-            name: [column for column in columns if column not in LATER_COLUMNS]
-            for name, columns in expected.items()
-        }
         given = record.get("tables")
-        if given != expected and given != older:
+        if not _readable_tables(given):
             raise InvalidInput(f"{where}: the export's tables differ from this database's")
-        self.columns = expected if given == expected else older
+        assert isinstance(given, dict)
+        self.columns = {str(name): list(columns) for name, columns in given.items()}
 
     def _model(self, conn: Connection, where: str, record: dict[str, Any]) -> None:
         try:
@@ -330,3 +327,17 @@ def _decode(value: Any, kind: str) -> Any:
 def _datetime(value: Any) -> datetime:
     moment = datetime.fromisoformat(str(value))
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _readable_tables(given: object) -> bool:
+    """Whether an export's tables are this database's, or an older export's: without some of
+    the tables and columns added since exports began (their rows import empty or null)."""
+    if not isinstance(given, dict) or not set(MODEL_TABLES) - LATER_TABLES <= set(given):
+        return False
+    for name, columns in given.items():
+        if name not in MODEL_TABLES or not isinstance(columns, list):
+            return False
+        expected = table_columns(name)
+        if columns != [c for c in expected if c in columns or c not in LATER_COLUMNS]:
+            return False
+    return True

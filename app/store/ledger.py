@@ -6,8 +6,8 @@ their occurrence counts), never as text: forget and relabel subtract exactly wha
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
@@ -40,6 +40,8 @@ class StoredMessage:
     token_ids: IntArray
     token_terms: IntArray
     body_digest: str | None = None
+    # The numeric attributes it was trained with (name -> value); empty: none.
+    attributes: Mapping[str, float] = field(default_factory=dict)
 
 
 def _stored(row: object, class_index: int) -> StoredMessage:
@@ -50,6 +52,7 @@ def _stored(row: object, class_index: int) -> StoredMessage:
         token_ids=unpack(row.token_ids),  # type: ignore[attr-defined]
         token_terms=unpack(row.token_terms),  # type: ignore[attr-defined]
         body_digest=row.body_digest,  # type: ignore[attr-defined]
+        attributes=row.attributes or {},  # type: ignore[attr-defined]
     )
 
 
@@ -117,6 +120,7 @@ def insert_trained(
                 "token_terms": pack(message.token_terms),
                 "trained_at": trained_at,
                 "body_digest": message.body_digest,
+                "attributes": dict(message.attributes) or None,
             }
             for message in messages
         ],

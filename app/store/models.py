@@ -13,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from app.errors import ModelExists, ModelNotFound
 from app.store.tables import (
     activity,
+    attribute_sums,
     class_totals,
     classifications,
     models,
@@ -247,7 +248,15 @@ def update_model_config(conn: Connection, model_id: int, config: dict[str, Any])
 
 def delete_model(conn: Connection, model_id: int) -> None:
     """Delete a model and everything keyed by it."""
-    for table in (activity, classifications, trained_messages, token_counts, tokens, class_totals):
+    for table in (
+        activity,
+        classifications,
+        trained_messages,
+        token_counts,
+        tokens,
+        class_totals,
+        attribute_sums,
+    ):
         conn.execute(delete(table).where(table.c.model_id == model_id))
     conn.execute(delete(models).where(models.c.id == model_id))
 

@@ -23,6 +23,7 @@ from sqlalchemy import (
     SmallInteger,
     String,
     Table,
+    Text,
     UniqueConstraint,
     false,
 )
@@ -121,6 +122,24 @@ token_counts = Table(
     Index("ix_token_counts_model_id_generation", "model_id", "generation"),
 )
 
+# The Gaussian of each numeric attribute per class: n, Σx and Σx² of the trained messages that
+# gave it. The sums are exact rationals written "p/q" (any float is one), so train then forget
+# restores them exactly; a few rows per model, read whole. A row is kept at n = 0, so the
+# change feed (rows newer than a generation) shows a cell emptied by forget.
+attribute_sums = Table(
+    "attribute_sums",
+    metadata,
+    _model_fk(),
+    Column("name", String(64), primary_key=True),
+    Column("class_index", SmallInteger, primary_key=True),
+    Column("n", BigInteger, nullable=False),
+    Column("total", Text, nullable=False),
+    Column("squares", Text, nullable=False),
+    Column("generation", BigInteger, nullable=False),
+    CheckConstraint("n >= 0", name="attribute_n_not_negative"),
+    Index("ix_attribute_sums_model_id_generation", "model_id", "generation"),
+)
+
 # What each trained message added, so forget and relabel subtract exactly that (SPEC §7).
 trained_messages = Table(
     "trained_messages",
@@ -136,6 +155,9 @@ trained_messages = Table(
     # sha256 of raw mail's body (app.service.messages.body_digest), with the message_id how a
     # reported copy with more header fields finds the message; null for text and older rows.
     Column("body_digest", String(64), nullable=True),
+    # The message's numeric attributes, {name: number} (JSON keeps a float's every digit), so
+    # forget and relabel take exactly these from `attribute_sums`; null: none.
+    Column("attributes", JSON(none_as_null=True), nullable=True),
     Index("ix_trained_messages_model_id_message_id", "model_id", "message_id"),
 )
 

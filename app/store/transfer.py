@@ -1,9 +1,10 @@
 """Whole tables in and out, for `spamsift export` / `import`, and SQLite backups.
 
 Everything keyed by a model is copied: its row, class totals, tokens, token counts, the training
-ledger, recent classifications and activity counters. API keys are not: they belong to an
-installation, not to a model. Rows are read in primary-key order and in chunks, through the
-caller's transaction, so an export is one consistent snapshot however long it takes.
+ledger, recent classifications, activity counters and the Gaussian sums of its attributes. API
+keys are not: they belong to an installation, not to a model. Rows are read in primary-key order
+and in chunks, through the caller's transaction, so an export is one consistent snapshot however
+long it takes.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from app.store.engine import Database
 from app.store.models import as_utc
 from app.store.tables import (
     activity,
+    attribute_sums,
     class_totals,
     classifications,
     models,
@@ -31,7 +33,9 @@ from app.store.tables import (
 CHUNK_ROWS = 5000
 # Columns added since exports began: an export made before them lacks them, and its rows are
 # imported with null there (a body digest only helps a report of a delivered copy).
-LATER_COLUMNS = frozenset({"body_digest"})
+LATER_COLUMNS = frozenset({"body_digest", "attributes"})
+# Tables added since exports began: an export made before them has none of their rows.
+LATER_TABLES = frozenset({"attribute_sums"})
 
 # What one model owns, in the order an import writes it; the columns but `model_id`.
 MODEL_TABLES: dict[str, Table] = {
@@ -41,6 +45,7 @@ MODEL_TABLES: dict[str, Table] = {
     "trained_messages": trained_messages,
     "classifications": classifications,
     "activity": activity,
+    "attribute_sums": attribute_sums,
 }
 MODEL_COLUMNS = ("name", "classes", "config", "generation", "n_tokens", "created_at")
 

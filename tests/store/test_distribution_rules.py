@@ -33,6 +33,7 @@ def test_every_table_is_a_reference_table_or_distributed_by_model_id() -> None:
         "trained_messages",
         "classifications",
         "activity",
+        "attribute_sums",
     } == DISTRIBUTED_TABLES
     for name in DISTRIBUTED_TABLES:
         table = metadata.tables[name]

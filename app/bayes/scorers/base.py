@@ -18,6 +18,7 @@ import numpy as np
 import scipy.sparse
 from numpy.typing import NDArray
 
+from app.bayes.attributes import AttributeEvidence
 from app.bayes.counts import BoolArray, CountArray, CountTable, FloatArray, IntArray
 from app.bayes.tokens import grown_capacity
 
@@ -177,6 +178,19 @@ class Scoring(abc.ABC):
     def tokens_used(self, X: scipy.sparse.csr_array) -> IntArray:
         """Per message, how many distinct tokens took part."""
         return self.model.vocabulary_tokens(X)
+
+    def assess_with(
+        self, X: scipy.sparse.csr_array, evidence: AttributeEvidence
+    ) -> tuple[FloatArray, IntArray]:
+        """`assess` with the Gaussian evidence of the messages' attributes. Naive Bayes adds
+        each attribute's log density to its class's score (GaussianNB's joint likelihood)."""
+        scores, used = self.assess(X)
+        return scores + evidence.log_likelihood(X.shape[0]), used
+
+    def attribute_contributions(self, evidence: AttributeEvidence) -> tuple[IntArray, FloatArray]:
+        """For one message's attributes in `evidence`: the class each speaks for, by how much
+        (the margin of its log density over the next class's), for `Classifier.explain`."""
+        return margins(evidence.log_densities)
 
     @abc.abstractmethod
     def contributions(self, x_row: scipy.sparse.csr_array) -> tuple[IntArray, IntArray, FloatArray]:

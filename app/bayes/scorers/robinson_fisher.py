@@ -30,6 +30,7 @@ import numpy as np
 import scipy.sparse
 from scipy import special
 
+from app.bayes.attributes import AttributeEvidence
 from app.bayes.counts import CountArray, FloatArray, IntArray
 from app.bayes.scorers.base import (
     SPAM_CLASSES,
@@ -140,6 +141,26 @@ def log_chi2_cdf(x: FloatArray, m: FloatArray) -> FloatArray:
     return out
 
 
+def attribute_clues(
+    evidence: AttributeEvidence, *, spam: int, ham: int, strength: float, assumed: float
+) -> tuple[FloatArray, FloatArray]:
+    """f and 1 - f of each attribute of `evidence`, as a token's f(w).
+
+    A Gaussian attribute enters Fisher's combination as one more clue: its p is the spam
+    class's density over the sum of both classes' densities at the message's value (Graham's
+    p(w) with densities in place of the shares D_c,w/N_c, so equal priors as there), shrunk
+    toward x as a token seen n = n_spam + n_ham times: f = (s·x + n·p)/(s + n). 1 - f keeps
+    its own formula, so ln(1 - f) stays exact where p rounds to 1.
+    """
+    difference = evidence.log_densities[:, spam] - evidence.log_densities[:, ham]
+    p = special.expit(difference)
+    q = special.expit(-difference)
+    n = (evidence.observations[:, spam] + evidence.observations[:, ham]).astype(np.float64)
+    f = (strength * assumed + n * p) / (strength + n)
+    g = (strength * (1.0 - assumed) + n * q) / (strength + n)
+    return np.asarray(f, dtype=np.float64), np.asarray(g, dtype=np.float64)
+
+
 class _Scoring(Scoring):
     """No cache: f(w) depends on N_spam and N_ham for every token, so it is computed for the
     tokens present in X only, O(nnz)."""
@@ -149,7 +170,56 @@ class _Scoring(Scoring):
 
     def assess(self, X: scipy.sparse.csr_array) -> tuple[FloatArray, IntArray]:
         rows, _, f, g = self._evidence(X)
-        n_messages = X.shape[0]
+        return self._combined(rows, f, g, X.shape[0]), np.bincount(
+            rows, minlength=X.shape[0]
+        ).astype(np.int64)
+
+    def assess_with(
+        self, X: scipy.sparse.csr_array, evidence: AttributeEvidence
+    ) -> tuple[FloatArray, IntArray]:
+        """Each attribute is one more clue of Fisher's combination (see `attribute_clues`)."""
+        rows, _, f, g = self._evidence(X)
+        used = np.bincount(rows, minlength=X.shape[0]).astype(np.int64)
+        clue_rows, clue_f, clue_g = self._attribute_clues(evidence)
+        return (
+            self._combined(
+                np.concatenate([rows, clue_rows]),
+                np.concatenate([f, clue_f]),
+                np.concatenate([g, clue_g]),
+                X.shape[0],
+            ),
+            used,
+        )
+
+    def attribute_contributions(self, evidence: AttributeEvidence) -> tuple[IntArray, FloatArray]:
+        _, f, g = self._attribute_clues(evidence, keep_weak=True)
+        weights = np.log(f) - np.log(g)
+        classes = self.model.table.classes
+        spam, ham = classes.index("spam"), classes.index("ham")
+        return np.where(weights > 0, spam, ham), np.abs(weights)
+
+    def _attribute_clues(
+        self, evidence: AttributeEvidence, *, keep_weak: bool = False
+    ) -> tuple[IntArray, FloatArray, FloatArray]:
+        """(row, f, 1 - f) of each attribute clue with |f - 0.5| >= min_dev (see
+        `attribute_clues`)."""
+        options = self.model.config
+        classes = self.model.table.classes
+        f, g = attribute_clues(
+            evidence,
+            spam=classes.index("spam"),
+            ham=classes.index("ham"),
+            strength=options.rf_strength,
+            assumed=options.rf_assumed,
+        )
+        strong = np.ones(f.size, dtype=np.bool_)
+        if not keep_weak:
+            strong = np.abs(f - 0.5) >= options.rf_min_dev
+        return evidence.rows[strong], f[strong], g[strong]
+
+    def _combined(
+        self, rows: IntArray, f: FloatArray, g: FloatArray, n_messages: int
+    ) -> FloatArray:
         log_spam, log_ham = combine(
             np.asarray(np.bincount(rows, weights=np.log(f), minlength=n_messages), np.float64),
             np.asarray(np.bincount(rows, weights=np.log(g), minlength=n_messages), np.float64),
@@ -159,7 +229,7 @@ class _Scoring(Scoring):
         scores = np.empty((n_messages, 2))
         scores[:, table.class_index("spam")] = log_spam
         scores[:, table.class_index("ham")] = log_ham
-        return scores, np.bincount(rows, minlength=n_messages).astype(np.int64)
+        return scores
 
     def tokens_used(self, X: scipy.sparse.csr_array) -> IntArray:
         rows, _, _, _ = self._evidence(X)
