@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+from app.service.model_config import ModelConfig
 from app.text import tokenize_text
-from app.text.families import DERIVED_PREFIXES
+from app.text.families import DERIVED_PREFIXES, FAMILIES, FAMILY_PREFIXES
 from tests.builders import ham_text, spam_text
 from tests.cores import TOKEN_CORE
 
@@ -83,3 +84,12 @@ def test_a_message_is_the_same_message_whatever_the_options(client: TestClient) 
     assert forgotten.status_code == 200, forgotten.text
     assert forgotten.json()["forgotten"] == 1
     assert stats["classes"]["ham"]["messages"] == stats["classes"]["spam"]["messages"] == 0
+
+
+def test_every_derived_family_is_a_boolean_model_option_of_its_name() -> None:
+    for family in FAMILIES:
+        assert ModelConfig.model_fields[family].annotation is bool
+    config = ModelConfig(word_pairs=False)
+    assert config.token_families() == frozenset({"shape_tokens"})
+    assert config.to_engine().excluded_prefixes == FAMILY_PREFIXES["word_pairs"]
+    assert ModelConfig().to_engine().excluded_prefixes == ()
