@@ -93,3 +93,25 @@ def test_every_derived_family_is_a_boolean_model_option_of_its_name() -> None:
     assert config.token_families() == frozenset({"shape_tokens"})
     assert config.to_engine().excluded_prefixes == FAMILY_PREFIXES["word_pairs"]
     assert ModelConfig().to_engine().excluded_prefixes == ()
+
+
+def test_feedback_by_message_id_alone_stores_no_token_of_a_family_that_is_off(
+    client: TestClient,
+) -> None:
+    # The record kept for feedback holds the ids of every token the model knew, pairs it
+    # stored while they were on included; feedback after they were turned off skips them.
+    text = spam_text(5)
+    client.post("/train", json={"label": "spam", "text": text, "message_id": "<a@x>"})
+    client.post("/train", json={"label": "ham", "text": ham_text(5), "message_id": "<b@x>"})
+    client.patch("/v1/models/default", json=FAMILIES_OFF)
+    client.post("/classify", json={"text": text, "message_id": "<c@x>"})
+
+    reported = client.post("/feedback", json={"message_id": "<c@x>", "label": "spam"})
+
+    words = [
+        token
+        for token in tokenize_text(text, core=TOKEN_CORE).token_counts
+        if not token.startswith(DERIVED_PREFIXES)
+    ]
+    assert reported.status_code == 200, reported.text
+    assert reported.json()["tokens"] == len(words)
