@@ -209,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
                 }
                 results.append(result)
                 print(json.dumps(result), flush=True)
+                if args.json:
+                    args.json.write_text(json.dumps(results, indent=1))
                 continue
             transform, options, train_mode = CONFIGS[config_name]
             config = ModelConfig(**options).to_engine()
