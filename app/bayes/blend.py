@@ -97,6 +97,11 @@ def merged_vocabulary_totals(
     if config.stop_words:
         ids = merged.lookup(sorted(config.stop_words), exact=True)
         stop_word_ids = ids[ids >= 0]
+    if config.excluded_prefixes:
+        prefixed = np.flatnonzero(merged.tokens.starting_with(config.excluded_prefixes))
+        stop_word_ids = (
+            prefixed if stop_word_ids is None else np.concatenate([stop_word_ids, prefixed])
+        )
     return vocabulary_totals(
         merged.token_docs.astype(np.int64, copy=False),
         merged.token_terms.astype(np.int64, copy=False),

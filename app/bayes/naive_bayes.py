@@ -59,7 +59,8 @@ class NaiveBayesConfig:
     ModelConfig, which declares each option's default once.
 
     `rf_max_tokens` is SpamBayes' max_discriminators (150 there; None = every token, as
-    bogofilter); no model option sets it.
+    bogofilter); no model option sets it. `excluded_prefixes`: tokens starting with one of
+    these are not in V (the service leaves out a derived token family that is off).
     """
 
     event_model: EventModel
@@ -68,6 +69,7 @@ class NaiveBayesConfig:
     min_df: int
     max_vocab: int | None
     stop_words: frozenset[str]
+    excluded_prefixes: tuple[str, ...] = ()
     rf_strength: float
     rf_assumed: float
     rf_min_dev: float
@@ -90,6 +92,10 @@ class NaiveBayesConfig:
             isinstance(word, str) for word in self.stop_words
         ):
             raise ValueError("stop_words must be a frozenset of strings")
+        if not isinstance(self.excluded_prefixes, tuple) or not all(
+            isinstance(prefix, str) and prefix for prefix in self.excluded_prefixes
+        ):
+            raise ValueError("excluded_prefixes must be a tuple of non-empty strings")
         _check_number("rf_strength", self.rf_strength, low=0.0, low_open=True)
         _check_number(
             "rf_assumed", self.rf_assumed, low=0.0, high=1.0, low_open=True, high_open=True
@@ -145,6 +151,7 @@ def vocabulary_of(total_docs: IntArray, tokens: TokenIndex, config: NaiveBayesCo
         min_df=config.min_df,
         max_vocab=config.max_vocab,
         stop_words=config.stop_words,
+        excluded_prefixes=config.excluded_prefixes,
         # Stop words looked up, not every token's text compared: 2.6 s on 694,467 tokens.
         token_lookup=partial(tokens.lookup, exact=True),
     )
@@ -160,8 +167,8 @@ def vocabulary_totals(
     stop_word_ids: IntArray | None = None,
 ) -> VocabularyTotals:
     """Sum V's totals from every token's counts, shape (n_classes, n_tokens) each, leaving
-    out `stop_word_ids` (the ids of the model's tokens that are stop words). Not for a
-    max_vocab cut, which ranks every token."""
+    out `stop_word_ids` (the ids of the model's tokens that are stop words, or of a derived
+    family that is off). Not for a max_vocab cut, which ranks every token."""
     mask = candidate_mask(token_docs.sum(axis=0), [], min_df=min_df)
     if stop_word_ids is not None:
         mask[stop_word_ids[stop_word_ids < mask.size]] = False
@@ -452,6 +459,7 @@ class Classifier:
                 table.tokens,
                 min_df=config.min_df,
                 stop_words=config.stop_words,
+                excluded_prefixes=config.excluded_prefixes,
                 token_ids=token_ids,
             )
             return Changes(token_ids, old_docs, old_terms, in_vocabulary)

@@ -429,6 +429,27 @@ class TokenIndex(Sequence[str]):
         self._recent_ids = np.zeros(0, dtype=np.int64)
         self._hashes, self._hash_ids = _inserted(self._hashes, self._hash_ids, hashes, token_ids)
 
+    def starting_with(self, prefixes: tuple[str, ...]) -> NDArray[np.bool_]:
+        """Return which ids' texts start with one of `prefixes`, shape (len,).
+
+        Compared byte by byte in numpy over the text buffer, no `str` made: a million-token
+        model's derived families are found in milliseconds.
+        """
+        found = np.zeros(self._size, dtype=np.bool_)
+        starts = self._starts[: self._size].astype(np.int64)
+        lengths = self._lengths[: self._size].astype(np.int64)
+        blob = np.frombuffer(self._blob, dtype=np.uint8)
+        try:
+            for prefix in prefixes:
+                encoded = prefix.encode(_ENCODING, _ERRORS)
+                candidates = np.flatnonzero(lengths >= max(len(encoded), 1))  # placed ids
+                for position, byte in enumerate(encoded):
+                    candidates = candidates[blob[starts[candidates] + position] == byte]
+                found[candidates] = True
+        finally:
+            del blob  # the bytearray cannot grow while a view of it exists
+        return found
+
     def first_by_text(self, token_ids: IntArray, k: int) -> list[int]:
         """Return the ids among `token_ids` of the k texts first in code-point order, in no
         particular order.

@@ -8,6 +8,7 @@ from functools import partial
 import numpy as np
 
 from app.bayes.counts import BoolArray, CountTable, IntArray
+from app.bayes.tokens import TokenIndex
 
 
 def select_vocabulary(
@@ -16,12 +17,14 @@ def select_vocabulary(
     min_df: int = 1,
     max_vocab: int | None = None,
     stop_words: frozenset[str] = frozenset(),
+    excluded_prefixes: tuple[str, ...] = (),
 ) -> BoolArray:
     """Return the mask of V over the table's ids, shape (n_tokens,).
 
     V holds the tokens whose total docs over all classes is >= min_df (never a token with no
-    docs), minus stop words (exact token text), cut to the max_vocab tokens of highest total
-    docs, ties broken by token text.
+    docs), minus stop words (exact token text) and the tokens starting with one of
+    `excluded_prefixes` (a derived token family that is off), cut to the max_vocab tokens of
+    highest total docs, ties broken by token text.
     """
     return vocabulary_mask(
         table.token_docs.sum(axis=0),
@@ -29,6 +32,7 @@ def select_vocabulary(
         min_df=min_df,
         max_vocab=max_vocab,
         stop_words=stop_words,
+        excluded_prefixes=excluded_prefixes,
         token_lookup=partial(table.lookup, exact=True),
     )
 
@@ -40,11 +44,17 @@ def vocabulary_mask(
     min_df: int = 1,
     max_vocab: int | None = None,
     stop_words: frozenset[str] = frozenset(),
+    excluded_prefixes: tuple[str, ...] = (),
     token_lookup: Callable[[Sequence[str]], IntArray] | None = None,
 ) -> BoolArray:
     """Return the mask of V given total docs per token, shape (n_tokens,), and token texts."""
     mask = candidate_mask(
-        total_docs, tokens, min_df=min_df, stop_words=stop_words, token_lookup=token_lookup
+        total_docs,
+        tokens,
+        min_df=min_df,
+        stop_words=stop_words,
+        excluded_prefixes=excluded_prefixes,
+        token_lookup=token_lookup,
     )
     if max_vocab is None or int(mask.sum()) <= max_vocab:
         return mask
@@ -69,10 +79,12 @@ def candidate_mask(
     *,
     min_df: int = 1,
     stop_words: frozenset[str] = frozenset(),
+    excluded_prefixes: tuple[str, ...] = (),
     token_ids: IntArray | None = None,
     token_lookup: Callable[[Sequence[str]], IntArray] | None = None,
 ) -> BoolArray:
-    """Return which tokens pass min_df and the stop words, before the max_vocab cut.
+    """Return which tokens pass min_df, the stop words and the excluded prefixes, before the
+    max_vocab cut.
 
     With token_ids, total_docs and the mask are for those ids only (incremental refresh).
     With token_lookup (text -> id, -1 if unknown) and all ids, the stop words are looked up
@@ -92,4 +104,27 @@ def candidate_mask(
             if tokens[token_id] in stop_words
         ]
         mask[np.asarray(stopped, dtype=np.int64)] = False
+    if excluded_prefixes:
+        mask &= ~prefixed(tokens, excluded_prefixes, mask.size, token_ids)
     return mask
+
+
+def prefixed(
+    tokens: Sequence[str],
+    prefixes: tuple[str, ...],
+    size: int,
+    token_ids: IntArray | None = None,
+) -> BoolArray:
+    """Return which of `size` tokens (ids 0..size-1, or `token_ids`) start with `prefixes`.
+
+    A `TokenIndex` compares the bytes of every text at once; other sequences (a handful of
+    tokens, or the ids an incremental refresh touched) are checked text by text.
+    """
+    if token_ids is None and isinstance(tokens, TokenIndex):
+        found = tokens.starting_with(prefixes)
+        return np.concatenate([found, np.zeros(max(size - found.size, 0), np.bool_)])[:size]
+    ids = range(min(size, len(tokens))) if token_ids is None else token_ids.tolist()
+    found = np.zeros(size, dtype=np.bool_)
+    for position, token_id in enumerate(ids):
+        found[position] = tokens[token_id].startswith(prefixes)
+    return found

@@ -89,7 +89,7 @@ def _parsing(field: FieldInfo) -> dict[str, Any]:
     kind = kinds[0] if kinds else field.annotation
     if kind in (int, float):
         return {"type": kind}
-    if kind is bool:
+    if kind is bool:  # --word-pairs false
         return {"type": _boolean, "metavar": "{true,false}"}
     # stop_words: a list's name, or its words separated by commas
     names = get_args(kind)
@@ -97,8 +97,10 @@ def _parsing(field: FieldInfo) -> dict[str, Any]:
 
 
 def _boolean(value: str) -> bool:
-    if value.lower() in ("true", "false"):
-        return value.lower() == "true"
+    if value.lower() in ("true", "on", "yes", "1"):
+        return True
+    if value.lower() in ("false", "off", "no", "0"):
+        return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
 
 
@@ -127,17 +129,19 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if name != "event_model" and getattr(args, name) is not None
     }
     try:
-        config = ModelConfig(**options).to_engine()
+        options_given = ModelConfig(**options)
     except ValidationError as error:
         first = error.errors()[0]
         field = ".".join(str(part) for part in first["loc"])
         print(f"spamsift evaluate: --{field.replace('_', '-')}: {first['msg']}", file=sys.stderr)
         return 2
+    config = options_given.to_engine()
+    families = options_given.token_families()
     core = resolve(Settings().tokenizer)  # checked by main, as every setting
     name = args.corpus.parent.name if args.corpus.name.startswith("messages.") else args.corpus.name
     if args.online:
         examples = tokenize_corpus(
-            read_jsonl(args.corpus), core=core, text_only_view=args.text_only
+            read_jsonl(args.corpus), core=core, text_only_view=args.text_only, families=families
         )
         models = tuple(args.event_models or (config.event_model,))
         reports = [
@@ -165,6 +169,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         core=core,
         event_models=tuple(args.event_models or EVENT_MODELS),
         text_only_view=args.text_only,
+        families=families,
     )
     if args.json:
         print(json.dumps(asdict(batch), indent=2))

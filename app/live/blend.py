@@ -143,6 +143,7 @@ def _held_rows_and_totals(
         config.alpha,
         config.min_df,
         config.stop_words,
+        config.excluded_prefixes,
     )
     totals = models.totals.kept_blend(key)
     if totals is not None:

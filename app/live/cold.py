@@ -22,7 +22,12 @@ from app.bayes.naive_bayes import NaiveBayesConfig, vocabulary_totals
 from app.bayes.scorers import VocabularyTotals
 from app.live.held import EngineConfig, LiveModel
 from app.store.attributes import read_attribute_sums
-from app.store.counts import MessageCounts, read_all_counts, read_message_counts
+from app.store.counts import (
+    MessageCounts,
+    read_all_counts,
+    read_message_counts,
+    read_token_ids_starting_with,
+)
 from app.store.models import ModelRow
 
 # Vocabulary totals kept for models not held, per process: each is a few numbers, so many
@@ -76,7 +81,8 @@ class KeptTotals:
     def __init__(self) -> None:
         # Per model not held: (generation, V's sums at it); see `of_model`.
         self._models: OrderedDict[
-            tuple[int, datetime, float, int, frozenset[str]], tuple[int, VocabularyTotals]
+            tuple[int, datetime, float, int, frozenset[str], tuple[str, ...]],
+            tuple[int, VocabularyTotals],
         ] = OrderedDict()
         # Per blend (personal and backing model at their generations, and the options the
         # sums depend on): the merged vocabulary's sums; see app/live/blend.py.
@@ -92,7 +98,14 @@ class KeptTotals:
         kept from an earlier read of that generation, else summed from every count row (no
         texts) in the same snapshot. Every write moves the generation (and expiry the epoch,
         which moves the generation too), so a kept sum is never stale."""
-        key = (row.id, row.created_at, config.alpha, config.min_df, config.stop_words)
+        key = (
+            row.id,
+            row.created_at,
+            config.alpha,
+            config.min_df,
+            config.stop_words,
+            config.excluded_prefixes,
+        )
         with self._lock:
             kept = self._models.get(key)
             if kept is not None:
@@ -110,6 +123,11 @@ class KeptTotals:
             stop_word_ids = read_message_counts(
                 conn, row.id, sorted(config.stop_words), n_classes=len(row.classes)
             ).token_ids
+        if config.excluded_prefixes:  # and the tokens of a derived family that is off
+            prefixed = read_token_ids_starting_with(conn, row.id, config.excluded_prefixes)
+            stop_word_ids = (
+                prefixed if stop_word_ids is None else np.concatenate([stop_word_ids, prefixed])
+            )
         totals = vocabulary_totals(
             token_docs,
             token_terms,

@@ -37,6 +37,7 @@ from app.service.corpus import LabelledMessage
 from app.text import TokenizerLimits, text_only, tokenize_raw, tokenize_text
 from app.text.core import TokenCore
 from app.text.features import mail_features
+from app.text.families import ALL_FAMILIES, Family
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -164,15 +165,18 @@ def message_tokens(
     core: TokenCore,
     text_only_view: bool = False,
     limits: TokenizerLimits | None = None,
+    families: frozenset[Family] = ALL_FAMILIES,
 ) -> dict[str, int]:
-    """Return the token counts of a corpus message in the full or the text-only view."""
+    """Return the token counts of a corpus message in the full or the text-only view, with
+    the derived token `families` that are on (a model's `token_families()`)."""
     limits = limits or TokenizerLimits()
     if message.raw is None:
-        return tokenize_text(message.text or "", limits=limits, core=core).token_counts
-    if text_only_view:
+        text = message.text or ""
+    elif text_only_view:
         text = text_only(message.raw, core=core)
-        return tokenize_text(text, limits=limits, core=core).token_counts
-    return tokenize_raw(message.raw, limits=limits, core=core).token_counts
+    else:
+        return tokenize_raw(message.raw, limits=limits, core=core, families=families).token_counts
+    return tokenize_text(text, limits=limits, core=core, families=families).token_counts
 
 
 def tokenize_corpus(
@@ -181,13 +185,16 @@ def tokenize_corpus(
     core: TokenCore,
     text_only_view: bool = False,
     limits: TokenizerLimits | None = None,
+    families: frozenset[Family] = ALL_FAMILIES,
 ) -> list[Example]:
     limits = limits or TokenizerLimits()
     return [
         Example(
             m.id,
             m.label,
-            message_tokens(m, core=core, text_only_view=text_only_view, limits=limits),
+            message_tokens(
+                m, core=core, text_only_view=text_only_view, limits=limits, families=families
+            ),
             message_features(m, text_only_view=text_only_view, limits=limits),
         )
         for m in messages
@@ -224,10 +231,13 @@ def evaluate(
     event_models: Sequence[EventModel] = EVENT_MODELS,
     text_only_view: bool = False,
     limits: TokenizerLimits | None = None,
+    families: frozenset[Family] = ALL_FAMILIES,
 ) -> EvaluationReport:
     """Train on the training split, score the test split with each event model."""
     started = time.perf_counter()
-    examples = tokenize_corpus(messages, core=core, text_only_view=text_only_view, limits=limits)
+    examples = tokenize_corpus(
+        messages, core=core, text_only_view=text_only_view, limits=limits, families=families
+    )
     tokenize_seconds = time.perf_counter() - started
     return evaluate_examples(
         examples,

@@ -19,6 +19,7 @@ from app.bayes.scorers import EventModel as EventModel  # the option's type, for
 from app.bayes.scorers import fallback, scorer
 from app.errors import InvalidConfig
 from app.text import load_stop_words
+from app.text.families import FAMILIES, Family, prefixes_left_out
 
 Prior = Literal["mle", "laplace", "uniform"]
 
@@ -101,6 +102,21 @@ class ModelConfig(BaseModel):
         scope=OptionScope.SCORING,
         description="words ignored when scoring: `english`, `none`, or a list; changing it "
         "needs no retraining",
+    )
+    # The derived token families (app.text.families), one option each, named as the family.
+    word_pairs: bool = option(
+        True,
+        scope=OptionScope.SCORING,
+        description="store and score word pairs (`pair:cheap pills`: two adjacent body words, "
+        "English stop words skipped); off, none is stored and those stored while on are "
+        "ignored, so changing it needs no retraining",
+    )
+    shape_tokens: bool = option(
+        True,
+        scope=OptionScope.SCORING,
+        description="store and score the message's shape (`size:`, `links:` and, for raw "
+        "mail, `html:` tokens); off, none is stored and those stored while on are ignored, so "
+        "changing it needs no retraining",
     )
     spam_threshold: float = option(
         0.9,
@@ -187,11 +203,22 @@ class ModelConfig(BaseModel):
             )
         return self
 
+    def token_families(self) -> frozenset[Family]:
+        """The derived token families that are on: made, stored and scored."""
+        return frozenset(family for family in FAMILIES if getattr(self, family))
+
     def to_engine(self) -> NaiveBayesConfig:
-        """The engine's config: every option of the same name, the stop words loaded."""
+        """The engine's config: every option of the same name, the stop words loaded, and
+        the prefixes of the token families that are off left out of the vocabulary."""
         engine = {field.name for field in fields(NaiveBayesConfig)}
         options = self.model_dump(include=engine & set(type(self).model_fields))
-        return NaiveBayesConfig(**{**options, "stop_words": load_stop_words(self.stop_words)})
+        return NaiveBayesConfig(
+            **{
+                **options,
+                "stop_words": load_stop_words(self.stop_words),
+                "excluded_prefixes": prefixes_left_out(self.token_families()),
+            }
+        )
 
 
 def options_of(scope: OptionScope) -> dict[str, FieldInfo]:

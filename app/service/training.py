@@ -48,6 +48,7 @@ from app.store.models import ModelRow
 from app.store.tables import MAX_TOKEN_BYTES
 from app.text import evidence_count
 from app.text.defects import TIME_BUDGET
+from app.text.families import prefixes_left_out
 
 # Beside the HTTP request lines: a report's line says what it did (trained, relabelled,
 # already known, not found) to which message. Logs hold nothing from mail, Message-IDs
@@ -342,6 +343,7 @@ def _write(
     For feedback, `feedback_verdict` is the verdict the message got when classified; a label
     that differs from it, or from the label the message was trained with, is a correction.
     """
+    items = _without_families_off(live, items)
     rt.token_limits.check_before(live, [text for item in items for text in item.token_texts or ()])
     work = _training(live, items, events=events, feedback_verdict=feedback_verdict)
     return rt.group_commit.write(live, work)
@@ -355,6 +357,7 @@ def _training(
     feedback_verdict: str | None = None,
 ) -> Callable[[ModelWrite], list[TrainResult]]:
     """What one write to `live` does to train `items` (see `_write`)."""
+    items = _without_families_off(live, items)
 
     def work(write: ModelWrite) -> list[TrainResult]:
         conn = write.conn
@@ -434,6 +437,36 @@ def _training(
         return results
 
     return work
+
+
+def _without_families_off(live: LiveModel, items: list[_Item]) -> list[_Item]:
+    """The items without the tokens of the derived families that are off in `live` (its
+    options `word_pairs`, `shape_tokens`): those are not stored.
+
+    A message is tokenized with every family whatever the model's options, so that its key
+    (the digest of its tokens) does not change with them: a message trained before an option
+    changed is still the same message after.
+    """
+    prefixes = prefixes_left_out(parse_config(live.options, classes=live.classes).token_families())
+    if not prefixes:
+        return items
+    return [_item_without(live, item, prefixes) for item in items]
+
+
+def _item_without(live: LiveModel, item: _Item, prefixes: tuple[str, ...]) -> _Item:
+    if item.token_texts is not None:
+        kept = [not text.startswith(prefixes) for text in item.token_texts]
+        return replace(
+            item,
+            token_texts=[text for text, keep in zip(item.token_texts, kept, strict=True) if keep],
+            token_terms=item.token_terms[np.asarray(kept, dtype=np.bool_)],
+        )
+    assert item.token_ids is not None
+    with live.lock:
+        tokens = live.table.tokens
+        texts = [tokens[i] if i < len(tokens) else "" for i in item.token_ids.tolist()]
+    known = np.array([not text.startswith(prefixes) for text in texts], dtype=np.bool_)
+    return replace(item, token_ids=item.token_ids[known], token_terms=item.token_terms[known])
 
 
 def _token_ids(write: ModelWrite, items: list[_Item]) -> list[tuple[IntArray, IntArray]]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import Connection, bindparam, delete, select, update
+from sqlalchemy import Connection, bindparam, delete, or_, select, update
 from sqlalchemy.exc import DBAPIError
 
 from app.bayes.tokens import EncodedTexts
@@ -673,3 +673,18 @@ def read_token_texts(conn: Connection, model_id: int, token_ids: Sequence[int]) 
         ):
             found[int(token_id)] = text
     return found
+
+
+def read_token_ids_starting_with(
+    conn: Connection, model_id: int, prefixes: Sequence[str]
+) -> IntArray:
+    """The ids of the model's tokens whose text starts with one of `prefixes`, ascending."""
+    if not prefixes:
+        return np.zeros(0, dtype=np.int64)
+    rows = conn.execute(
+        select(tokens.c.token_id).where(
+            tokens.c.model_id == model_id,
+            or_(*(tokens.c.text.startswith(prefix, autoescape=True) for prefix in prefixes)),
+        )
+    )
+    return np.sort(np.fromiter((int(row[0]) for row in rows), dtype=np.int64))

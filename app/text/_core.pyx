@@ -1097,14 +1097,15 @@ cdef class HashCounter(_Sink):
         """Count headers.header_tokens."""
         _header_tokens(headers, limits.max_token_chars, self)
 
-    def body_text(self, str text, int max_chars):
-        """Count a normalised body text's words.text_tokens, then its word pairs."""
-        self.pairing = True
+    def body_text(self, str text, int max_chars, bint pairs):
+        """Count a normalised body text's words.text_tokens, then its word pairs if `pairs`."""
+        self.pairing = pairs
         try:
             _text_tokens(text, max_chars, "", self)
         finally:
             self.pairing = False
-        self.pairs(max_chars)
+        if pairs:
+            self.pairs(max_chars)
 
     def hidden_text(self, str text, int max_chars):
         """Count a normalised hidden text's words, prefixed `hidden:`."""

@@ -35,7 +35,7 @@ class TokenSink(Protocol):
     def header_tokens(
         self, headers: Sequence[tuple[str, str]], limits: TokenizerLimits
     ) -> None: ...
-    def body_text(self, text: str, max_chars: int) -> None: ...  # text tokens, then pairs
+    def body_text(self, text: str, max_chars: int, pairs: bool) -> None: ...  # then pairs
     def hidden_text(self, text: str, max_chars: int) -> None: ...  # words, `hidden:` before
 
 
@@ -106,6 +106,9 @@ def compiled_from(module: object) -> TokenCore | None:
         if field.name != "name"
     }
     missing = sorted(name for name, function in functions.items() if function is None)
+    hash_counter = functions["hash_counter"]
+    if hash_counter is not None and not _counter_skips_pairs(hash_counter):
+        missing = ["HashCounter.body_text(text, max_chars, pairs)"]
     if missing:
         warnings.warn(
             f"the compiled token core is out of date (no {', '.join(missing)}): using the "
@@ -115,6 +118,18 @@ def compiled_from(module: object) -> TokenCore | None:
         )
         return None
     return TokenCore(name="compiled", **functions)  # type: ignore[arg-type]
+
+
+def _counter_skips_pairs(hash_counter: Callable[[], HashCounter]) -> bool:
+    """Whether the compiled counter takes the `pairs` switch (a build before it did not)."""
+    counter = hash_counter()
+    try:
+        counter.body_text("", 1, False)
+    except TypeError:
+        return False
+    finally:
+        counter.release()
+    return True
 
 
 COMPILED = _compiled()  # None where the extension was not built

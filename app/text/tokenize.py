@@ -20,6 +20,7 @@ from itertools import islice
 
 from app.text import defects
 from app.text.core import TokenCore, TokenSink
+from app.text.families import ALL_FAMILIES, DERIVED_PREFIXES, Family
 from app.text.hashed import HashedTokens
 from app.text.limits import DEFAULT_LIMITS, TokenizerLimits
 from app.text.mime import ParsedMessage, parse_message
@@ -60,10 +61,11 @@ class TokenList:
     def header_tokens(self, headers: Sequence[tuple[str, str]], limits: TokenizerLimits) -> None:
         self.tokens += self.core.header_tokens(headers, limits)
 
-    def body_text(self, text: str, max_chars: int) -> None:
+    def body_text(self, text: str, max_chars: int, pairs: bool) -> None:
         found = self.core.text_tokens(text, max_chars)
         self.tokens += found
-        self.tokens += self.core.pair_tokens(found, max_chars)
+        if pairs:
+            self.tokens += self.core.pair_tokens(found, max_chars)
 
     def hidden_text(self, text: str, max_chars: int) -> None:
         self.tokens += map("hidden:".__add__, self.core.word_tokens(text, max_chars))
@@ -107,10 +109,6 @@ def link_tokens(links: Iterable[str], limits: TokenizerLimits) -> list[str]:
     return tokens
 
 
-# Tokens derived from other tokens or from the message as a whole, not read from its text.
-DERIVED_PREFIXES = ("pair:", "size:", "links:", "html:")
-
-
 def evidence_count(token_counts: dict[str, int], *, core: TokenCore) -> int:
     """Return the distinct tokens read from a message, without word pairs and shape tokens.
 
@@ -129,7 +127,9 @@ def token_lines(token_counts: dict[str, int], *, core: TokenCore) -> bytes:
 # for every core and sink.
 
 
-def _message_into(sink: TokenSink, message: ParsedMessage, limits: TokenizerLimits) -> None:
+def _message_into(
+    sink: TokenSink, message: ParsedMessage, limits: TokenizerLimits, families: frozenset[Family]
+) -> None:
     """Put a parsed message's tokens into `sink`, family by family.
 
     The time budget is checked before the headers, before each text, before the links and
@@ -140,7 +140,7 @@ def _message_into(sink: TokenSink, message: ParsedMessage, limits: TokenizerLimi
         return
     sink.header_tokens(message.headers, limits)
     sink.extend(part_tokens(message))
-    _texts_into(sink, message.texts, limits, found)
+    _texts_into(sink, message.texts, limits, found, families)
     if limits.out_of_time(found):
         return
     sink.extend(link_tokens(message.links, limits))
@@ -154,77 +154,119 @@ def _message_into(sink: TokenSink, message: ParsedMessage, limits: TokenizerLimi
 
 
 def _texts_into(
-    sink: TokenSink, texts: Iterable[str], limits: TokenizerLimits, found: set[str]
+    sink: TokenSink,
+    texts: Iterable[str],
+    limits: TokenizerLimits,
+    found: set[str],
+    families: frozenset[Family],
 ) -> None:
-    """Put the words, `url:host`, `email:domain` and word pairs of body texts."""
+    """Put the words, `url:host`, `email:domain` and (if on) word pairs of body texts."""
+    pairs = "word_pairs" in families
     for text in texts:
         if limits.out_of_time(found):
             break
-        sink.body_text(normalize_text(text), limits.max_token_chars)
+        sink.body_text(normalize_text(text), limits.max_token_chars, pairs)
 
 
 def _shape_into(
-    sink: TokenSink, size: Callable[[], int], part_types: list[str] | None, found: set[str]
+    sink: TokenSink,
+    size: Callable[[], int],
+    part_types: list[str] | None,
+    found: set[str],
+    families: frozenset[Family],
 ) -> None:
-    """Put the shape tokens (app.text.shape), only beside other evidence: an empty message
-    stays empty (and is refused for training); past the deadline, nothing more."""
-    if sink.emitted and defects.TIME_BUDGET not in found:
+    """Put the shape tokens (app.text.shape) if on, only beside other evidence: an empty
+    message stays empty (and is refused for training); past the deadline, nothing more."""
+    if "shape_tokens" in families and sink.emitted and defects.TIME_BUDGET not in found:
         sink.extend(shape_of(size(), sink.url_tokens, part_types))
 
 
 def _raw_into(
-    sink: TokenSink, raw: str | bytes, limits: TokenizerLimits, core: TokenCore
+    sink: TokenSink,
+    raw: str | bytes,
+    limits: TokenizerLimits,
+    core: TokenCore,
+    families: frozenset[Family],
 ) -> set[str]:
     """Put a raw message's tokens into `sink`; return its defects so far."""
     message = parse_message(raw, limits=limits, core=core)
-    _message_into(sink, message, limits)
+    _message_into(sink, message, limits, families)
     # The size of the visible text, not of the raw message: headers (spamsift's own marks,
     # relays) and encodings do not change it, and a text gets the same measure.
     _shape_into(
-        sink, lambda: sum(map(_utf8_size, message.texts)), message.part_types, message.defects
+        sink,
+        lambda: sum(map(_utf8_size, message.texts)),
+        message.part_types,
+        message.defects,
+        families,
     )
     return message.defects
 
 
-def _text_into(sink: TokenSink, text: str, limits: TokenizerLimits) -> set[str]:
+def _text_into(
+    sink: TokenSink, text: str, limits: TokenizerLimits, families: frozenset[Family]
+) -> set[str]:
     """Put a plain text's tokens (body tokens only) into `sink`; return its defects."""
     found: set[str] = set()
     text = cap_text(text, limits.max_scan_bytes, found)
-    _texts_into(sink, [text], limits, found)
-    _shape_into(sink, lambda: _utf8_size(text), None, found)
+    _texts_into(sink, [text], limits, found, families)
+    _shape_into(sink, lambda: _utf8_size(text), None, found, families)
     return found
 
 
 # Every entry point takes the core (app.text.core.TokenCore) whose loops run: the process
-# root chose it.
+# root chose it. `families` are the derived families (app.text.families) to make: one that is
+# off costs no time.
 
 
 def tokenize_raw(
-    raw: str | bytes, *, limits: TokenizerLimits = DEFAULT_LIMITS, core: TokenCore
+    raw: str | bytes,
+    *,
+    limits: TokenizerLimits = DEFAULT_LIMITS,
+    core: TokenCore,
+    families: frozenset[Family] = ALL_FAMILIES,
 ) -> TokenizedMessage:
     """Tokenize a raw RFC 822 message (bytes, or a str already decoded); never raise."""
-    return _tokenized(partial(_raw_into, raw=raw, limits=limits, core=core), limits, core)
+    return _tokenized(
+        partial(_raw_into, raw=raw, limits=limits, core=core, families=families), limits, core
+    )
 
 
 def tokenize_text(
-    text: str, *, limits: TokenizerLimits = DEFAULT_LIMITS, core: TokenCore
+    text: str,
+    *,
+    limits: TokenizerLimits = DEFAULT_LIMITS,
+    core: TokenCore,
+    families: frozenset[Family] = ALL_FAMILIES,
 ) -> TokenizedMessage:
     """Tokenize plain text (an SMS, a pasted body): body tokens only; never raise."""
-    return _tokenized(partial(_text_into, text=text, limits=limits), limits, core)
+    return _tokenized(
+        partial(_text_into, text=text, limits=limits, families=families), limits, core
+    )
 
 
 def hash_raw(
-    raw: str | bytes, *, limits: TokenizerLimits = DEFAULT_LIMITS, core: TokenCore
+    raw: str | bytes,
+    *,
+    limits: TokenizerLimits = DEFAULT_LIMITS,
+    core: TokenCore,
+    families: frozenset[Family] = ALL_FAMILIES,
 ) -> HashedTokens:
     """Tokenize a raw RFC 822 message into hashed tokens (app.text.hashed); never raise."""
-    return _hashed(partial(_raw_into, raw=raw, limits=limits, core=core), limits, core)
+    return _hashed(
+        partial(_raw_into, raw=raw, limits=limits, core=core, families=families), limits, core
+    )
 
 
 def hash_text(
-    text: str, *, limits: TokenizerLimits = DEFAULT_LIMITS, core: TokenCore
+    text: str,
+    *,
+    limits: TokenizerLimits = DEFAULT_LIMITS,
+    core: TokenCore,
+    families: frozenset[Family] = ALL_FAMILIES,
 ) -> HashedTokens:
     """Tokenize plain text into hashed tokens; never raise."""
-    return _hashed(partial(_text_into, text=text, limits=limits), limits, core)
+    return _hashed(partial(_text_into, text=text, limits=limits, families=families), limits, core)
 
 
 def _hashed(

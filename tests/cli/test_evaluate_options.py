@@ -76,3 +76,31 @@ def _in_test(message_id: str) -> bool:
     from app.service.evaluation import is_test_message
 
     return is_test_message(message_id)
+
+
+def online_vocabulary(corpus: Path, *options: str) -> int:
+    completed = subprocess.run(
+        [SPAMSIFT, "evaluate", str(corpus), "--json", "--online", "--in-order", *options],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return int(json.loads(completed.stdout)["vocabulary"])
+
+
+@pytest.mark.slow  # four spamsift processes
+def test_the_token_families_are_flags_that_leave_their_tokens_out(corpus: Path) -> None:
+    every = online_vocabulary(corpus)
+    no_pairs = online_vocabulary(corpus, "--word-pairs", "false")
+    words = online_vocabulary(corpus, "--word-pairs", "false", "--shape-tokens", "false")
+    refused = subprocess.run(
+        [SPAMSIFT, "evaluate", str(corpus), "--word-pairs", "sometimes"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert every > no_pairs > words
+    assert refused.returncode == 2
+    assert "--word-pairs" in refused.stderr

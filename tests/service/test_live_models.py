@@ -20,7 +20,7 @@ from app.service.bogofilter import import_bogofilter, read_wordlist
 from app.service.classification import classify
 from app.service.messages import Message
 from app.service.model_figures import read_model_figures
-from app.service.models import create_model, list_models
+from app.service.models import create_model, list_models, update_model
 from app.service.runtime import Runtime
 from app.service.training import apply_feedback, forget, train
 from app.store.engine import Database
@@ -208,6 +208,37 @@ def test_a_model_not_held_scores_naive_bayes_from_its_rows_and_vocabulary_sums(
     assert runtime.models.figures().models == 0
     assert runtime.models.figures().partial_reads == 3 * 2 * len(messages)
     assert runtime.models.figures().totals_reads == 3
+
+
+@pytest.mark.parametrize("event_model", ["multinomial", "bernoulli", "robinson-fisher"])
+def test_families_turned_off_after_training_are_left_out_held_or_not(
+    runtime: Runtime, second_runtime: Runtime, event_model: EventModel
+) -> None:
+    # Trained with word pairs and shape tokens, then both turned off: held or read partially,
+    # the model scores as one that never had them (the same messages trained with them off).
+    families_off = {"word_pairs": False, "shape_tokens": False}
+    create_model(second_runtime, name="on", classes=None, config={"event_model": event_model})
+    create_model(
+        second_runtime,
+        name="never",
+        classes=None,
+        config={"event_model": event_model, **families_off},
+    )
+    for name in ("on", "never"):
+        train_examples(second_runtime, 8, 6, model=name)
+    update_model(second_runtime, name="on", changes=families_off)
+    messages = [Message(text=spam_text(70)), Message(text=ham_text(71)), Message(text="zzz")]
+
+    never = [classify(second_runtime, model_name="never", message=m) for m in messages]
+    held = [classify(second_runtime, model_name="on", message=m) for m in messages]
+    cold = [classify(runtime, model_name="on", message=m) for m in messages]
+
+    assert runtime.models.figures().models == 0
+    for expected, warm, partial in zip(never, held, cold, strict=True):
+        assert warm.probabilities == pytest.approx(expected.probabilities, rel=1e-9)
+        assert partial.probabilities == pytest.approx(expected.probabilities, rel=1e-9)
+        assert warm.tokens == partial.tokens == expected.tokens
+    assert all(result.tokens for result in never[:2])
 
 
 def test_loading_a_model_does_not_stall_other_models(

@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.text import HashedTokens, TokenizerLimits, core, hash_raw, hash_text, text_only
+from app.text.families import FAMILIES, Family, prefixes_left_out
 from tests.bad_inputs import BadInput, catalogue
 from tests.cores import TOKEN_CORE
 from tests.text.conftest import raw_bytes, read_corpus
@@ -250,4 +251,65 @@ def test_an_extension_without_the_hash_path_falls_back_to_python_with_a_warning(
         }
     )
     with pytest.warns(RuntimeWarning, match="out of date.*hash_counter"):
+        assert core.compiled_from(stale) is None
+
+
+families_drawn = st.frozensets(st.sampled_from(FAMILIES))
+
+
+@settings(max_examples=300, deadline=None)
+@given(mail_like, limits_drawn, families_drawn)
+def test_mail_hashes_the_same_both_ways_with_any_families_off(
+    raw: bytes, limits: TokenizerLimits, families: frozenset[Family]
+) -> None:
+    compiled = hash_raw(raw, limits=limits, core=COMPILED, families=families)
+    reference = hash_raw(raw, limits=limits, core=PYTHON, families=families)
+    assert answers(compiled) == answers(reference), repr(raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(texts, st.text(max_size=2000)), limits_drawn, families_drawn)
+def test_text_hashes_the_same_both_ways_with_any_families_off(
+    text: str, limits: TokenizerLimits, families: frozenset[Family]
+) -> None:
+    compiled = hash_text(text, limits=limits, core=COMPILED, families=families)
+    reference = hash_text(text, limits=limits, core=PYTHON, families=families)
+    assert answers(compiled) == answers(reference), repr(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(mail_like, families_drawn)
+def test_a_family_off_gives_the_tokens_of_every_family_but_its_own(
+    raw: bytes, families: frozenset[Family]
+) -> None:
+    # A family is made independently of the others: off, exactly its tokens are missing
+    # (while the distinct-token cap does not cut).
+    every = hash_raw(raw, core=COMPILED).token_counts
+    some = hash_raw(raw, core=COMPILED, families=families).token_counts
+    left_out = prefixes_left_out(families)
+    assert some == {
+        token: count
+        for token, count in every.items()
+        if not (left_out and token.startswith(left_out))
+    }
+
+
+def test_an_extension_whose_counter_cannot_skip_pairs_falls_back_to_python() -> None:
+    # Built before the families were options: its HashCounter.body_text takes no switch.
+    class OldCounter:
+        def body_text(self, text: str, max_chars: int) -> None:
+            pass
+
+        def release(self) -> None:
+            pass
+
+    stale = types.SimpleNamespace(
+        **{
+            field.name: getattr(COMPILED, field.name)
+            for field in dataclasses.fields(core.TokenCore)
+            if field.name not in ("name", "hash_counter")
+        },
+        hash_counter=OldCounter,
+    )
+    with pytest.warns(RuntimeWarning, match="out of date.*body_text"):
         assert core.compiled_from(stale) is None

@@ -1,0 +1,248 @@
+"""Accuracy per token: what each derived token family (word pairs, shape) buys for what it stores.
+
+    python -m bench.lab.families_study [--streams trec07p,enron,shuffled] [--limit N]
+        [--configs default,no-pairs,...] [--json out.json]
+
+Streams, each online (scored, then trained, message by message: the immediate-feedback
+protocol of `app.service.evaluation.evaluate_online`, Robinson-Fisher at the model defaults):
+trec07p-early raw in delivery order; each enron-spam user in arrival order, one model each;
+and the shuffled views of `bench.accuracy` (seed 0). `--limit` keeps the first N messages of
+an in-order stream (its beginning, as delivered) and a spread of N of a shuffled one.
+
+Each stream is tokenized once with every family; a configuration's examples leave out the
+tokens of the families it turns off (exact: the tokenizer makes each family independently of
+the others, and a model with a family off neither stores nor scores its tokens). Per stream
+and configuration: 1-ROCA %, FNR at FPR <= 0.1 %, |V| at the end (the model's tokens less its
+stop words) and CPU milliseconds per message (this thread's CPU time, so other processes on a
+shared machine do not count) for scoring and training; the tokenizer's CPU per message with
+and without the families is measured on every `--tokenize-step`-th message.
+
+Configurations: default (pairs and shape), no-pairs, no-shape, words (neither),
+pairs-seen-twice (a pair is stored and scored only from the second message that has it, as a
+writer that keeps pairs only where they recur would), pairs-when-unsure (every message's
+words trained, its pairs only when the model did not give it its label), toe (train on error)
+and tum (train until no error: on error and on unsure verdicts), both with every family.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse
+
+from app.bayes.counts import CountTable
+from app.bayes.naive_bayes import Classifier, NaiveBayesConfig, verdict
+from app.service.corpus import LabelledMessage
+from app.service.evaluation import (
+    CLASSES,
+    Example,
+    _ids_and_terms,
+    _intern_all,
+    evaluate_online,
+    ranking_measures,
+    stream_order,
+    tokenize_corpus,
+)
+from app.service.model_config import ModelConfig
+from app.text.core import resolve
+from app.text.families import ALL_FAMILIES, FAMILY_PREFIXES, Family
+from bench import data
+from bench.accuracy import SHUFFLE_SEED, VIEWS
+
+PAIRS = FAMILY_PREFIXES["word_pairs"]
+SHAPE = FAMILY_PREFIXES["shape_tokens"]
+
+
+def without(prefixes: tuple[str, ...]) -> Callable[[list[Example]], list[Example]]:
+    def drop(examples: list[Example]) -> list[Example]:
+        return [
+            replace(e, tokens={t: c for t, c in e.tokens.items() if not t.startswith(prefixes)})
+            for e in examples
+        ]
+
+    return drop
+
+
+def pairs_seen_twice(examples: list[Example]) -> list[Example]:
+    """Each message's pairs only where an earlier message of the stream had them too."""
+    seen: set[str] = set()
+    kept = []
+    for example in examples:
+        tokens = {}
+        for token, count in example.tokens.items():
+            if not token.startswith(PAIRS) or token in seen:
+                tokens[token] = count
+        seen.update(t for t in example.tokens if t.startswith(PAIRS))
+        kept.append(replace(example, tokens=tokens))
+    return kept
+
+
+def pairs_when_unsure(stream: list[Example], config: NaiveBayesConfig) -> dict[str, Any]:
+    """The online stream, every message's words trained, its pairs only when the model (pairs
+    stored so far included) did not give it its label: unsure, or wrong. Pairs are kept
+    where the words did not suffice."""
+    table = CountTable(CLASSES)
+    ids = _intern_all(table, stream)
+    classifier = Classifier(table, config)
+    spam = CLASSES.index("spam")
+    scores = np.empty(len(stream))
+    pairs_trained = 0
+    for position, example in enumerate(stream):
+        token_ids, terms = _ids_and_terms(ids, example)
+        X = scipy.sparse.csr_array(
+            (terms, token_ids, np.array([0, len(token_ids)])), shape=(1, table.n_tokens)
+        )
+        if table.class_docs.min() == 0:
+            score, called = 0.0, "unsure"
+        else:
+            log_proba, joint, _ = classifier.assess(X)
+            score = float(joint[0, spam] - joint[0, 1 - spam])
+            called = verdict(np.exp(log_proba[0]), CLASSES, config)
+        scores[position] = score
+        if called != example.label:
+            pairs_trained += 1
+        else:
+            kept = np.array(
+                [not table.tokens[i].startswith(PAIRS) for i in token_ids.tolist()], dtype=bool
+            )
+            token_ids, terms = token_ids[kept], terms[kept]
+        if token_ids.size:
+            table.add(CLASSES.index(example.label), token_ids, terms)
+    is_spam = np.array([e.label == "spam" for e in stream])
+    ranking = ranking_measures(scores, is_spam, [e.id for e in stream])
+    return {
+        "messages": len(stream),
+        "trained": len(stream),
+        "pairs_trained": pairs_trained,
+        "one_minus_roca_percent": ranking.one_minus_roca_percent,
+        "fnr_at_max_fpr_percent": 100 * ranking.fnr_at_max_fpr,
+        "vocabulary": classifier.vocabulary_size,
+    }
+
+
+# name -> (examples transform, model options, train mode)
+CONFIGS: dict[str, tuple[Callable[[list[Example]], list[Example]], dict[str, Any], str]] = {
+    "default": (list, {}, "all"),
+    "no-pairs": (without(PAIRS), {"word_pairs": False}, "all"),
+    "no-shape": (without(SHAPE), {"shape_tokens": False}, "all"),
+    "words": (without(PAIRS + SHAPE), {"word_pairs": False, "shape_tokens": False}, "all"),
+    "pairs-seen-twice": (pairs_seen_twice, {}, "all"),
+    "toe": (list, {}, "error"),
+    "tum": (list, {}, "unsure"),
+}
+TOKENIZE_VARIANTS: dict[str, frozenset[Family]] = {
+    "default": ALL_FAMILIES,
+    "no-pairs": frozenset({"shape_tokens"}),
+    "no-shape": frozenset({"word_pairs"}),
+    "words": frozenset(),
+}
+
+
+def streams(
+    names: Sequence[str], limit: int | None
+) -> list[tuple[str, list[LabelledMessage], bool, bool]]:
+    """(name, messages in stream order, text-only view, shuffled)."""
+    found: list[tuple[str, list[LabelledMessage], bool, bool]] = []
+    if "trec07p" in names:
+        found.append(("trec07p-early (in order)", data.load("trec07p-early")[:limit], False, False))
+    if "enron" in names:
+        messages = data.load("enron-spam")
+        for user in sorted({m.id.partition("/")[0] for m in messages}):
+            mine = [m for m in messages if m.id.startswith(user + "/")][:limit]
+            found.append((f"{user} (in order)", mine, False, False))
+    if "shuffled" in names:
+        for view in VIEWS:
+            messages = data.spread(data.load(view.corpus), limit)
+            found.append((f"{view.name} (shuffled)", messages, view.text_only, True))
+    return found
+
+
+def tokenize_cpu_ms(
+    messages: list[LabelledMessage], text_only: bool, families: frozenset[Family]
+) -> float:
+    core = resolve("auto")
+    started = time.thread_time()
+    tokenize_corpus(messages, core=core, text_only_view=text_only, families=families)
+    return 1000 * (time.thread_time() - started) / max(len(messages), 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.lab.families_study", description=__doc__)
+    parser.add_argument("--streams", default="trec07p,enron,shuffled")
+    parser.add_argument("--configs", default=",".join([*CONFIGS, "pairs-when-unsure"]))
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--tokenize-step", type=int, default=10)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    configs = [name for name in args.configs.split(",") if name]
+    core = resolve("auto")
+    results: list[dict[str, Any]] = []
+    for name, messages, text_only, shuffled in streams(args.streams.split(","), args.limit):
+        sample = messages[:: args.tokenize_step]
+        tokenize = {
+            variant: tokenize_cpu_ms(sample, text_only, families)
+            for variant, families in TOKENIZE_VARIANTS.items()
+        }
+        examples = stream_order(
+            tokenize_corpus(messages, core=core, text_only_view=text_only),
+            SHUFFLE_SEED if shuffled else None,
+        )
+        for config_name in configs:
+            if config_name == "pairs-when-unsure":
+                started = time.thread_time()
+                result = pairs_when_unsure(examples, ModelConfig().to_engine())
+                cpu = time.thread_time() - started
+                result = {
+                    "stream": name,
+                    "config": config_name,
+                    **result,
+                    "score_train_cpu_ms": 1000 * cpu / max(len(examples), 1),
+                    "tokenize_cpu_ms": tokenize["default"],
+                }
+                results.append(result)
+                print(json.dumps(result), flush=True)
+                if args.json:
+                    args.json.write_text(json.dumps(results, indent=1))
+                continue
+            transform, options, train_mode = CONFIGS[config_name]
+            config = ModelConfig(**options).to_engine()
+            chosen = transform(examples)
+            started = time.thread_time()
+            report = evaluate_online(
+                chosen,
+                corpus=name,
+                config=config,
+                train_mode=train_mode,  # type: ignore[arg-type]
+                shuffle_seed=None,  # in stream order already (pairs-seen-twice needs it)
+                text_only_view=text_only,
+            )
+            cpu = time.thread_time() - started
+            result = {
+                "stream": name,
+                "config": config_name,
+                "messages": report.messages,
+                "trained": report.trained,
+                "one_minus_roca_percent": report.ranking.one_minus_roca_percent,
+                "fnr_at_max_fpr_percent": 100 * report.ranking.fnr_at_max_fpr,
+                "vocabulary": report.vocabulary,
+                "score_train_cpu_ms": 1000 * cpu / max(report.messages, 1),
+                "tokenize_cpu_ms": tokenize.get(config_name, tokenize["default"]),
+            }
+            results.append(result)
+            print(json.dumps(result), flush=True)
+            if args.json:
+                args.json.write_text(json.dumps(results, indent=1))
+        print(f"{name}: done", file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
