@@ -51,7 +51,8 @@ class NaiveBayesConfig:
     ModelConfig, which declares each option's default once.
 
     `rf_max_tokens` is SpamBayes' max_discriminators (150 there; None = every token, as
-    bogofilter); no model option sets it.
+    bogofilter); no model option sets it. `rf_evidence_cap`: a message's voting tokens count as
+    at most this many independent ones (Brown's correction, `scorers/robinson_fisher.py`).
     """
 
     event_model: EventModel
@@ -64,6 +65,7 @@ class NaiveBayesConfig:
     rf_assumed: float
     rf_min_dev: float
     rf_max_tokens: int | None = None
+    rf_evidence_cap: int | None = None
     spam_threshold: float
     ham_threshold: float
 
@@ -84,6 +86,7 @@ class NaiveBayesConfig:
         )
         _check_number("rf_min_dev", self.rf_min_dev, low=0.0, high=0.5, high_open=True)
         _check_count("rf_max_tokens", self.rf_max_tokens, optional=True)
+        _check_count("rf_evidence_cap", self.rf_evidence_cap, optional=True)
         _check_number("spam_threshold", self.spam_threshold, low=0.0, high=1.0)
         _check_number("ham_threshold", self.ham_threshold, low=0.0, high=1.0)
         if self.ham_threshold > self.spam_threshold:
@@ -300,7 +303,8 @@ class Classifier:
         Naive Bayes: a token's contribution to each class score (n_w log P(w|c), or
         log p_cw - log(1 - p_cw) for Bernoulli); it speaks for the class it raises most,
         by the margin over the next class. Robinson-Fisher: the tokens combined, toward
-        spam when f(w) > 0.5, weighted by |log f(w) - log(1 - f(w))|.
+        spam when f(w) > 0.5, weighted by |log f(w) - log(1 - f(w))| (times k/m past an
+        rf_evidence_cap k).
         """
         chosen = self._chosen(event_model)
         matrix = _as_csr(x_row)

@@ -143,6 +143,20 @@ class ModelConfig(BaseModel):
         ge=0,
         lt=0.5,
     )
+    # Correlated tokens (a word and its pairs, a long newsletter's related words) add up without
+    # bound under Fisher's independence assumption; Brown's correction reads a message of m > k
+    # tokens as k independent ones. k = 300 halves 1-ROCA on trec07p-early in delivery order and
+    # leaves every shuffled view within its noise (`python -m bench.lab.overconfidence`,
+    # docs/accuracy.md "Overconfident evidence: the bound").
+    rf_evidence_cap: int | None = option(
+        300,
+        scope=OptionScope.SCORING,
+        description="robinson-fisher: a message's voting tokens count as at most this many "
+        "independent ones (their mean evidence, this many times; `null`: every token counts "
+        "fully)",
+        ge=1,
+        le=1_000_000,
+    )
     # Per model, because short texts (SMS: 43 % have fewer than 11) need a lower floor than mail.
     min_train_tokens: int | None = option(
         None,
