@@ -148,12 +148,12 @@ class ModelConfig(BaseModel):
     # tokens as k independent ones. k = 300 halves 1-ROCA on trec07p-early in delivery order and
     # leaves every shuffled view within its noise (`python -m bench.lab.overconfidence`,
     # docs/accuracy.md "Overconfident evidence: the bound").
-    rf_evidence_cap: int | None = option(
+    rf_evidence_cap: int = option(
         300,
         scope=OptionScope.SCORING,
         description="robinson-fisher: a message's voting tokens count as at most this many "
-        "independent ones (their mean evidence, this many times; `null`: every token counts "
-        "fully)",
+        "independent ones (their mean evidence, this many times); a message with fewer is "
+        "scored by Fisher's method alone",
         ge=1,
         le=1_000_000,
     )
