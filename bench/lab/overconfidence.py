@@ -11,8 +11,9 @@ the stream is replayed once, recording them, and each configuration is then scor
 record in a few vectorized passes; `--check` scores the default through
 `app.service.evaluation.score_stream` as well and fails unless the two agree.
 
-A configuration is `name` or comma-separated `key=value` of the engine's Robinson-Fisher
-options (`rf_strength`, `rf_assumed`, `rf_min_dev`, `rf_max_tokens`, `rf_evidence_cap`),
+A configuration is `default` (the served model options) or comma-separated `key=value` over
+them: the engine's Robinson-Fisher options (`rf_strength`, `rf_assumed`, `rf_min_dev`,
+`rf_max_tokens`, `rf_evidence_cap`; `none` for no cap),
 `pairs=off` (word pairs neither stored nor scored) and `pairs=conditional` (a pair's
 probability is that of the pair among messages holding its first word: P(pair | first, c),
 the one-dependence estimate, in place of P(pair | c)).
@@ -57,12 +58,13 @@ VIEWS = {
     "sms": ("sms-spam-collection", False, 0),
     "csdmc2010-text": ("csdmc2010", True, 0),
 }
-DEFAULTS = {
-    "rf_strength": 0.03,
-    "rf_assumed": 0.5,
-    "rf_min_dev": 0.0,
+_SERVED = ModelConfig()
+DEFAULTS: dict[str, Any] = {
+    "rf_strength": _SERVED.rf_strength,
+    "rf_assumed": _SERVED.rf_assumed,
+    "rf_min_dev": _SERVED.rf_min_dev,
     "rf_max_tokens": None,
-    "rf_evidence_cap": None,
+    "rf_evidence_cap": _SERVED.rf_evidence_cap,
     "pairs": "on",
 }
 
@@ -289,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             engine = ModelConfig().to_engine()
             expected = score_stream(stream, engine).scores
-            got = scores(run, parse("default"))
+            got = scores(run, parse("default"))  # the served options, as score_stream's
             if not np.allclose(got, expected, rtol=1e-9, atol=1e-9):
                 worst = int(np.argmax(np.abs(got - expected)))
                 raise SystemExit(f"replay differs at {worst}: {got[worst]} != {expected[worst]}")
