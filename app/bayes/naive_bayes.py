@@ -59,8 +59,10 @@ class NaiveBayesConfig:
     ModelConfig, which declares each option's default once.
 
     `rf_max_tokens` is SpamBayes' max_discriminators (150 there; None = every token, as
-    bogofilter); no model option sets it. `excluded_prefixes`: tokens starting with one of
-    these are not in V (the service leaves out a derived token family that is off).
+    bogofilter); no model option sets it. `rf_evidence_cap`: a message's voting tokens count as
+    at most this many independent ones (Brown's correction, `scorers/robinson_fisher.py`).
+    `excluded_prefixes`: tokens starting with one of these are not in V (the service leaves
+    out a derived token family that is off).
     """
 
     event_model: EventModel
@@ -74,6 +76,7 @@ class NaiveBayesConfig:
     rf_assumed: float
     rf_min_dev: float
     rf_max_tokens: int | None = None
+    rf_evidence_cap: int | None = None
     spam_threshold: float
     ham_threshold: float
     # Whether the Gaussians of the messages' numeric attributes are scored with the tokens
@@ -102,6 +105,7 @@ class NaiveBayesConfig:
         )
         _check_number("rf_min_dev", self.rf_min_dev, low=0.0, high=0.5, high_open=True)
         _check_count("rf_max_tokens", self.rf_max_tokens, optional=True)
+        _check_count("rf_evidence_cap", self.rf_evidence_cap, optional=True)
         _check_number("spam_threshold", self.spam_threshold, low=0.0, high=1.0)
         _check_number("ham_threshold", self.ham_threshold, low=0.0, high=1.0)
         if not isinstance(self.gaussian_attributes, bool):
@@ -346,8 +350,9 @@ class Classifier:
         Naive Bayes: a token's contribution to each class score (n_w log P(w|c), or
         log p_cw - log(1 - p_cw) for Bernoulli); it speaks for the class it raises most,
         by the margin over the next class. Robinson-Fisher: the tokens combined, toward
-        spam when f(w) > 0.5, weighted by |log f(w) - log(1 - f(w))|. An attribute scored
-        (gaussian_attributes) is a clue named `attribute:<name>`, weighed alike.
+        spam when f(w) > 0.5, weighted by |log f(w) - log(1 - f(w))| (times k/m past an
+        rf_evidence_cap k). An attribute scored (gaussian_attributes) is a clue named
+        `attribute:<name>`, weighed alike.
         """
         chosen = self._chosen(event_model)
         matrix = _as_csr(x_row)

@@ -159,6 +159,20 @@ class ModelConfig(BaseModel):
         ge=0,
         lt=0.5,
     )
+    # Correlated tokens (a word and its pairs, a long newsletter's related words) add up without
+    # bound under Fisher's independence assumption; Brown's correction reads a message of m > k
+    # tokens as k independent ones. k = 300 halves 1-ROCA on trec07p-early in delivery order and
+    # leaves every shuffled view within its noise (`python -m bench.lab.overconfidence`,
+    # docs/accuracy.md "Overconfident evidence: the bound").
+    rf_evidence_cap: int = option(
+        300,
+        scope=OptionScope.SCORING,
+        description="robinson-fisher: a message's voting tokens count as at most this many "
+        "independent ones (their mean evidence, this many times); a message with fewer is "
+        "scored by Fisher's method alone",
+        ge=1,
+        le=1_000_000,
+    )
     gaussian_attributes: bool = option(
         False,
         scope=OptionScope.SCORING,

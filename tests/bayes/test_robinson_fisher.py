@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from app.bayes.counts import CountTable
 from app.bayes.naive_bayes import Classifier, NaiveBayesConfig
-from app.bayes.scorers.robinson_fisher import log_chi2_cdf, log_chi2_sf
+from app.bayes.scorers.robinson_fisher import bound_evidence, log_chi2_cdf, log_chi2_sf
 from tests.bayes.engine_config import engine_config
 from tests.bayes.examples import random_counts, rows_of
 
@@ -36,7 +36,8 @@ def reference_spam_probability(
     ham_messages: int,
     config: NaiveBayesConfig,
 ) -> float:
-    """SPEC §3 written out: f(w) per token, min_dev, optional cap, Fisher on both tails."""
+    """SPEC §3 written out: f(w) per token, min_dev, optional cap, Fisher on both tails; with
+    rf_evidence_cap k < m clues, Brown's correction: both statistics times k/m on 2k dof."""
     s, x = config.rf_strength, config.rf_assumed
     clues = []
     for token in sorted(tokens):
@@ -54,9 +55,12 @@ def reference_spam_probability(
         clues = sorted(clues, key=lambda f: -abs(f - 0.5))[: config.rf_max_tokens]
     if not clues:
         return 0.5
-    dof = 2 * len(clues)
-    ham_tail = chi2q(-2.0 * sum(math.log(f) for f in clues), dof)
-    spam_tail = chi2q(-2.0 * sum(math.log(1.0 - f) for f in clues), dof)
+    k = len(clues)
+    if config.rf_evidence_cap is not None:
+        k = min(k, config.rf_evidence_cap)
+    scale = k / len(clues)
+    ham_tail = chi2q(-2.0 * scale * sum(math.log(f) for f in clues), 2 * k)
+    spam_tail = chi2q(-2.0 * scale * sum(math.log(1.0 - f) for f in clues), 2 * k)
     return (1.0 + ham_tail - spam_tail) / 2.0
 
 
@@ -73,6 +77,9 @@ def trained_table(seed: int) -> tuple[CountTable, np.ndarray]:
         {"rf_min_dev": 0.3},
         {"rf_min_dev": 0.0, "rf_max_tokens": 4},
         {"rf_strength": 1.0, "rf_assumed": 0.4, "rf_min_dev": 0.0},
+        {"rf_min_dev": 0.0, "rf_evidence_cap": 3},
+        {"rf_min_dev": 0.1, "rf_evidence_cap": 1},
+        {"rf_min_dev": 0.0, "rf_max_tokens": 6, "rf_evidence_cap": 4},
     ],
 )
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -145,6 +152,86 @@ def test_ranking_keeps_ordering_where_the_probability_rounds_to_one():
     assert np.isfinite(odds).all()
     assert (np.diff(odds[:4]) > 0).all()  # more spam evidence, higher rank
     assert (np.diff(odds[4:]) < 0).all()
+
+
+def uniform_evidence_table(n_tokens: int, spam_docs: int, ham_docs: int) -> CountTable:
+    """Tokens t0 … t{n-1}, each in `spam_docs` of 100 spam and `ham_docs` of 100 ham: every
+    token carries the same evidence, the extreme of correlation (each a copy of the others)."""
+    table = CountTable(["ham", "spam"])
+    table.intern([f"t{i}" for i in range(n_tokens)])
+    ids = np.arange(n_tokens)
+    docs = np.concatenate([np.full(n_tokens, ham_docs), np.full(n_tokens, spam_docs)])
+    table.set_counts(np.concatenate([ids, ids]), np.repeat([0, 1], n_tokens), docs, docs)
+    table.set_class_totals([100, 100], [100, 100])
+    return table
+
+
+def test_bound_evidence_scales_long_messages_to_the_cap_and_leaves_short_ones():
+    log_f = np.array([-1.0, -30.0, -600.0, 0.0])
+    log_g = np.array([-2.0, -6.0, -90.0, 0.0])
+    counts = np.array([2, 10, 300, 0])
+
+    f, g, m = bound_evidence(log_f, log_g, counts, 10)
+
+    np.testing.assert_allclose(f, [-1.0, -30.0, -20.0, 0.0])  # -600 · 10/300
+    np.testing.assert_allclose(g, [-2.0, -6.0, -3.0, 0.0])
+    assert m.tolist() == [2, 10, 10, 0]
+    unchanged = bound_evidence(log_f, log_g, counts, None)
+    assert all(a is b for a, b in zip(unchanged, (log_f, log_g, counts), strict=True))
+
+
+def test_evidence_repeated_past_the_cap_adds_nothing():
+    table = uniform_evidence_table(200, spam_docs=90, ham_docs=10)
+    messages = [{f"t{i}": 1 for i in range(m)} for m in (5, 10, 20, 50, 200)]
+    X = table.vectorize(messages)
+    bounded = Classifier(table, engine_config(event_model=RF, rf_min_dev=0.0, rf_evidence_cap=10))
+    unbounded = Classifier(table, engine_config(event_model=RF, rf_min_dev=0.0))
+
+    capped, free = bounded.spam_log_odds(X), unbounded.spam_log_odds(X)
+
+    assert (np.diff(free) > 0).all()  # Fisher alone: each copy is new evidence, no bound
+    assert capped[0] == pytest.approx(free[0], rel=1e-12)  # at most k tokens: as before
+    assert capped[1] == pytest.approx(free[1], rel=1e-12)
+    np.testing.assert_allclose(capped[1:], capped[1], rtol=1e-12)  # 20 copies weigh as 10
+    assert capped[-1] < free[-1] / 10
+
+
+def test_the_bound_keeps_the_mean_evidence_so_mixed_messages_still_rank():
+    """Past the cap a message scores by the mean evidence of its tokens: more spam-like
+    tokens among the same number rank it higher, as without the bound."""
+    table = CountTable(["ham", "spam"])
+    table.intern([f"s{i}" for i in range(100)] + [f"h{i}" for i in range(100)])
+    ids = np.arange(200)
+    spam_docs = np.where(ids < 100, 90, 10)
+    table.set_counts(
+        np.concatenate([ids, ids]),
+        np.repeat([0, 1], 200),
+        np.concatenate([100 - spam_docs, spam_docs]),
+        np.concatenate([100 - spam_docs, spam_docs]),
+    )
+    table.set_class_totals([100, 100], [100, 100])
+    bounded = Classifier(table, engine_config(event_model=RF, rf_min_dev=0.0, rf_evidence_cap=8))
+    mixes = [
+        {**{f"s{i}": 1 for i in range(spam)}, **{f"h{i}": 1 for i in range(40 - spam)}}
+        for spam in (10, 20, 30, 40)
+    ]
+
+    odds = bounded.spam_log_odds(table.vectorize(mixes))
+
+    assert (np.diff(odds) > 0).all()
+    assert odds[1] == pytest.approx(0.0, abs=1e-9)  # 20 against 20: even
+
+
+def test_clue_weights_share_the_bound():
+    table = uniform_evidence_table(40, spam_docs=90, ham_docs=10)
+    X = table.vectorize([{f"t{i}": 1 for i in range(40)}])
+    weights = {}
+    for cap in (None, 10):
+        classifier = Classifier(
+            table, engine_config(event_model=RF, rf_min_dev=0.0, rf_evidence_cap=cap)
+        )
+        weights[cap] = [clue.weight for clue in classifier.explain(X, limit=40)]
+    np.testing.assert_allclose(weights[10], np.asarray(weights[None]) * 10 / 40, rtol=1e-12)
 
 
 def test_log_tails_of_chi_square_agree_with_the_series_where_it_does_not_underflow():

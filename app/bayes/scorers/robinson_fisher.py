@@ -20,6 +20,14 @@ Both P and 1 - P are sums of two non-negative tail probabilities,
 
 so they are computed as log-sum-exp of log tails, never as 1 - (something near 1): the log
 odds log P - log(1 - P) keep ranking messages long after P itself rounds to 0 or 1.
+
+Fisher's method assumes the m tokens independent; they are not (a word and the pairs it is in,
+a long newsletter's hundreds of related words), so -2 Σ ln f grows with m without bound and a
+long message can outrank any shorter one on evidence counted many times. `rf_evidence_cap` k
+bounds it by Brown's method for dependent tests: with m > k, the statistic of m correlated
+tokens is read as c·χ²(2m/c) with c = m/k, that is (k/m)·(-2 Σ ln f) on 2k degrees of
+freedom: the message's mean evidence per token, counted as k independent tokens. A message of
+at most k tokens is scored as before.
 """
 
 from __future__ import annotations
@@ -96,6 +104,17 @@ def combine(
         log_spam[used] = np.logaddexp(log_chi2_sf(x_ham, m), log_chi2_cdf(x_spam, m)) - _LN2
         log_ham[used] = np.logaddexp(log_chi2_cdf(x_ham, m), log_chi2_sf(x_spam, m)) - _LN2
     return log_spam, log_ham
+
+
+def bound_evidence(
+    log_f_sums: FloatArray, log_g_sums: FloatArray, counts: IntArray, cap: int | None
+) -> tuple[FloatArray, FloatArray, IntArray]:
+    """Return Σ ln f, Σ ln(1 - f) and m with more than `cap` tokens read as `cap` independent
+    ones: both sums times cap/m, m = cap (Brown's correction; `cap` None: unchanged)."""
+    if cap is None:
+        return log_f_sums, log_g_sums, counts
+    scale = cap / np.maximum(counts, cap).astype(np.float64)
+    return log_f_sums * scale, log_g_sums * scale, np.minimum(counts, cap)
 
 
 def log_chi2_sf(x: FloatArray, m: FloatArray) -> FloatArray:
@@ -221,9 +240,12 @@ class _Scoring(Scoring):
         self, rows: IntArray, f: FloatArray, g: FloatArray, n_messages: int
     ) -> FloatArray:
         log_spam, log_ham = combine(
-            np.asarray(np.bincount(rows, weights=np.log(f), minlength=n_messages), np.float64),
-            np.asarray(np.bincount(rows, weights=np.log(g), minlength=n_messages), np.float64),
-            np.bincount(rows, minlength=n_messages),
+            *bound_evidence(
+                np.asarray(np.bincount(rows, weights=np.log(f), minlength=n_messages), np.float64),
+                np.asarray(np.bincount(rows, weights=np.log(g), minlength=n_messages), np.float64),
+                np.bincount(rows, minlength=n_messages),
+                self.model.config.rf_evidence_cap,
+            )
         )
         table = self.model.table
         scores = np.empty((n_messages, 2))
@@ -236,9 +258,13 @@ class _Scoring(Scoring):
         return np.bincount(rows, minlength=X.shape[0]).astype(np.int64)
 
     def contributions(self, x_row: scipy.sparse.csr_array) -> tuple[IntArray, IntArray, FloatArray]:
-        """Toward spam when f(w) > 0.5, weighted by |log f(w) - log(1 - f(w))|."""
+        """Toward spam when f(w) > 0.5, weighted by |log f(w) - log(1 - f(w))| (times cap/m
+        where rf_evidence_cap bounds a message of m tokens)."""
         _, token_ids, f, g = self._evidence(x_row)
         weights = np.log(f) - np.log(g)
+        cap = self.model.config.rf_evidence_cap
+        if cap is not None and token_ids.size > cap:
+            weights = weights * (cap / token_ids.size)
         classes = self.model.table.classes
         spam, ham = classes.index("spam"), classes.index("ham")
         return token_ids, np.where(weights > 0, spam, ham), np.abs(weights)
