@@ -1,21 +1,33 @@
-"""Accuracy on every shared corpus and view, batch split and online, next to bogofilter.
+"""Accuracy on every shared corpus and view, batch split and online, next to bogofilter; and
+mail as it arrives: in-order streams beside bogofilter and scikit-learn's naive Bayes.
 
-    python -m bench.accuracy                          # every view, full corpora (~15 min)
+    python -m bench.accuracy                          # every view and stream, full corpora
     python -m bench.accuracy --limit 300 --json a.json  # a slice of each corpus (smoke)
-    python -m bench.accuracy --views sms --no-bogofilter --set rf_min_dev=0.1
+    python -m bench.accuracy --views sms --streams '' --no-bogofilter --set rf_min_dev=0.1
     python -m bench.accuracy --drop digits --drop urlpath   # ablate token families
+    python -m bench.accuracy --views '' --streams trec07p-inorder,enron1 --limit 2000
+
+Streams (`--streams`, default all; `bench.streams` describes them, their peers and measures):
+trec07p-early in delivery order and enron-spam's six users, each in arrival order with a model
+of its own, every message scored then trained by spamsift, bogofilter, and scikit-learn's
+MultinomialNB and BernoulliNB (`--sklearn`; `--sklearn-every N` trains them every N messages,
+since each of their `partial_fit` calls costs O(tokens in the stream)). Per stream and system:
+1-ROCA %, FNR at FPR <= 0.1 % and 1 %, spam and ham recall and the unsure share at spamsift's
+default thresholds, tokens in the model, CPU ms per message, the stream in fifths, and new-kind
+spam. `--limit` (or `--stream-limit`) takes the first N messages of each stream.
 
 Views: spamassassin (full and text-only), trec06c-subset, sms-spam-collection and csdmc2010
 (text-only: their headers give the label away). Each view is run in both protocols of
 `app.service.evaluation`: the fixed batch split and the online immediate-feedback stream
-(fixed shuffle, seed 0: no shared corpus is in delivery order). bogofilter (with its compiled-in
+(fixed shuffle, seed 0: these corpora are not in delivery order). bogofilter (with its compiled-in
 defaults, `-C`) sees the same messages in the same harness: the text-only view is given to it as
 a message of one text/plain part; batch is bulk training (`-s -b`, `-n -b`) and one bulk scoring
 (`-TT -b`); online is one `-TT` and one `-s` or `-n` per message, in the same order.
 
-Per view and protocol the table shows 1-ROCA % and FNR at FPR <= 0.1 % of each system and
-spamsift's ratio to the best peer (bogofilter here; 1.0 = level, lower is better, an absolute
-floor of 0.001 % / 0.1 % keeps a 0-vs-0 tie at 1.0); the summary gives the worst ratio.
+Views: per view and protocol the table shows 1-ROCA % and FNR at FPR <= 0.1 % of each system and
+spamsift's ratio to the best peer (bogofilter for the views, the best of bogofilter and
+scikit-learn's for the streams; 1.0 = level, lower is better, an absolute floor of
+0.001 % / 0.1 % keeps a 0-vs-0 tie at 1.0); the summary gives the worst ratio.
 """
 
 from __future__ import annotations
@@ -42,6 +54,7 @@ from app.service.evaluation import (
     evaluate_online,
     is_test_message,
     ranking_measures,
+    score_stream,
     stream_order,
     tokenize_corpus,
 )
@@ -49,6 +62,18 @@ from app.service.model_config import ModelConfig
 from app.text import text_only
 from app.text.core import TokenCore, resolve
 from bench import data
+from bench.streams import (
+    SKLEARN_MODELS,
+    STREAMS,
+    ChildCpu,
+    Run,
+    Stream,
+    measure_run,
+    novelty,
+    sklearn_stream,
+    stream_messages,
+    verdicts_of,
+)
 from bench.token_experiments import ADDED, case_kept
 from bench.versus_bogofilter import bogofilter_version, find_bogofilter
 
@@ -193,6 +218,15 @@ class Bogofilter:
         if len(scores) != len(test):
             raise RuntimeError(f"bogofilter scored {len(scores)} of {len(test)} messages")
         return scores
+
+    def wordlist_tokens(self) -> int:
+        """Tokens in the word list of the last run (`bogoutil -d`, its counters left out)."""
+        bogoutil = Path(self.path).with_name("bogoutil")
+        wordlist = self.folder / f"wordlist-{self.runs}" / "wordlist.db"
+        if not wordlist.exists():
+            return 0
+        done = subprocess.run([str(bogoutil), "-d", str(wordlist)], capture_output=True, check=True)
+        return sum(not line.startswith(b".") for line in done.stdout.splitlines())
 
     def online(
         self, order: list[str], files: dict[str, Path], labels: dict[str, str]
@@ -364,11 +398,125 @@ def run_view(
     return result
 
 
+def run_stream(
+    stream: Stream,
+    messages: list[LabelledMessage],
+    config: NaiveBayesConfig,
+    *,
+    train_mode: str,
+    bogofilter: Bogofilter | None,
+    sklearn_models: Sequence[str],
+    sklearn_every: int,
+    folder: Path,
+    core: TokenCore | None = None,
+) -> dict[str, Any]:
+    """Every system over one stream in its file order, each message scored then trained
+    (`bench.streams`)."""
+    core = core or resolve("auto")
+    started = time.process_time()
+    examples = tokenize_corpus(messages, core=core, text_only_view=False)
+    tokenize_cpu = time.process_time() - started
+    is_spam = np.array([example.label == "spam" for example in examples], dtype=bool)
+    ids = [example.id for example in examples]
+    shares = novelty(examples)
+    runs: dict[str, Run] = {}
+    started = time.process_time()
+    scored = score_stream(examples, config, train_mode)  # type: ignore[arg-type]
+    runs["spamsift"] = Run(
+        scored.scores,
+        scored.verdicts,
+        tokenize_cpu + time.process_time() - started,
+        scored.stored_tokens,
+    )
+    for model in sklearn_models:
+        run = sklearn_stream(examples, model, every=sklearn_every)
+        runs[model] = Run(
+            run.scores, verdicts_of(run.scores, config), tokenize_cpu + run.cpu_seconds, run.tokens
+        )
+    if bogofilter is not None:
+        directory = folder / stream.name
+        directory.mkdir(parents=True, exist_ok=True)
+        files: dict[str, Path] = {}
+        for index, message in enumerate(messages):
+            path = directory / f"{index:06d}"
+            path.write_bytes(message_file(message, False))
+            files[message.id] = path
+        cpu = ChildCpu()
+        odds = spamicity_log_odds(bogofilter.online(ids, files, {m.id: m.label for m in messages}))
+        runs["bogofilter"] = Run(
+            odds, verdicts_of(odds, config), cpu.seconds(), bogofilter.wordlist_tokens()
+        )
+    systems = {
+        name: measure_run(run, is_spam, ids, shares, messages=len(examples))
+        for name, run in runs.items()
+    }
+    peers = [name for name in systems if name != "spamsift"]
+    result: dict[str, Any] = {
+        "stream": stream.name,
+        "corpus": stream.corpus,
+        "source": stream.source,
+        "order": "file order (delivery / arrival)",
+        "messages": len(examples),
+        "spam": int(is_spam.sum()),
+        "ham": int((~is_spam).sum()),
+        "tokens_per_message": sum(len(e.tokens) for e in examples) / max(len(examples), 1),
+        "sklearn_every": sklearn_every,
+        "systems": systems,
+    }
+    if peers:
+        result["ratio_to_best_peer"] = {
+            measure: max(systems["spamsift"][measure], floor)
+            / max(min(systems[peer][measure] for peer in peers), floor)
+            for measure, floor in FLOORS.items()
+        }
+    return result
+
+
+def stream_tables(results: list[dict[str, Any]]) -> list[str]:
+    """Accuracy and cost per stream and system, then the drift view."""
+    lines = [
+        "| stream | system | 1-ROCA % | FNR@0.1%FPR | FNR@1%FPR | spam recall | ham recall "
+        "| unsure | tokens | CPU ms/msg |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for result in results:
+        for name, m in result["systems"].items():
+            lines.append(
+                f"| {result['stream']} | {name} | {m['one_minus_roca_percent']:.3f} "
+                f"| {100 * m['fnr_at_max_fpr']:.2f} | {100 * m['fnr_at_1pct_fpr']:.2f} "
+                f"| {100 * m['spam_recall']:.1f} | {100 * m['ham_recall']:.1f} "
+                f"| {100 * m['unsure_share']:.1f} % | {m['tokens']:,} "
+                f"| {m['cpu_ms_per_message']:.2f} |"
+            )
+    lines += [
+        "",
+        "| stream | system | 1-ROCA % by fifth of the stream | FNR@1%FPR by fifth "
+        "| new-kind spam: FNR@1%FPR (n) | after new (n) | other spam (n) |",
+        "|---|---|---|---|---:|---:|---:|",
+    ]
+    for result in results:
+        for name, m in result["systems"].items():
+            rocas = " / ".join(f"{s['one_minus_roca_percent']:.2f}" for s in m["stretches"])
+            fnrs = " / ".join(f"{100 * s['fnr_at_1pct_fpr']:.1f}" for s in m["stretches"])
+            new = m["new_spam"]
+            cells = " | ".join(
+                f"{100 * new[part]['fnr_at_1pct_fpr']:.1f} % ({new[part]['spam']})"
+                for part in ("new", "after_new", "other")
+            )
+            lines.append(f"| {result['stream']} | {name} | {rocas} | {fnrs} | {cells} |")
+    return lines
+
+
 def config_from(settings: Sequence[str]) -> NaiveBayesConfig:
+    """ModelConfig from `key=value` settings: a value is read as JSON (numbers, true/false,
+    null) or else as a string, and checked by ModelConfig as the API checks it."""
     options: dict[str, Any] = {}
     for setting in settings:
         key, _, value = setting.partition("=")
-        options[key] = value if key in ("event_model", "prior", "stop_words") else float(value)
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
     return ModelConfig(**options).to_engine()
 
 
@@ -426,18 +574,44 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--keep-case", action="store_true", help="tokenize with case kept, as bogofilter"
     )
+    parser.add_argument(
+        "--streams",
+        default=",".join(s.name for s in STREAMS),
+        help="in-order streams to run (comma-separated; '' for none), each limited to its "
+        "first --limit / --stream-limit messages",
+    )
+    parser.add_argument(
+        "--stream-limit", type=int, default=None, help="messages of each stream (its first N)"
+    )
+    parser.add_argument(
+        "--sklearn",
+        default=",".join(SKLEARN_MODELS),
+        help="scikit-learn peers on the streams (comma-separated; '' for none)",
+    )
+    parser.add_argument(
+        "--sklearn-every",
+        type=int,
+        default=1,
+        help="streams: sklearn trains with partial_fit after every N messages (1: each)",
+    )
     parser.add_argument("--no-bogofilter", action="store_true")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     config = config_from(args.set)
     protocols = [p for p in args.protocols.split(",") if p]
     views = [v for v in VIEWS if v.name in args.views.split(",")]
+    streams = [s for s in STREAMS if s.name in args.streams.split(",")]
+    sklearn_models = [m for m in args.sklearn.split(",") if m]
+    for model in sklearn_models:
+        if model not in SKLEARN_MODELS:
+            parser.error(f"--sklearn: {model!r} is not one of {', '.join(SKLEARN_MODELS)}")
     path = None if args.no_bogofilter else find_bogofilter(install=False)[0]
     view_limits = {
         name: int(count)
         for name, _, count in (setting.partition("=") for setting in args.view_limit)
     }
     results: list[dict[str, Any]] = []
+    stream_results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="spamsift-accuracy-") as tmp:
         peer = Bogofilter(path, Path(tmp)) if path else None
         for view in views:
@@ -462,11 +636,42 @@ def main(argv: list[str] | None = None) -> int:
             if args.json:  # after each view: a long run keeps what it has measured
                 args.json.write_text(json.dumps({"views": results}, indent=1, default=float))
             print(f"{view.name}: {result['seconds']:.0f} s", file=sys.stderr, flush=True)
+        corpora: dict[str, list[LabelledMessage]] = {}
+        for stream in streams:
+            if stream.corpus not in corpora:
+                corpora[stream.corpus] = data.load(stream.corpus)
+            limit = args.stream_limit if args.stream_limit is not None else args.limit
+            started = time.perf_counter()
+            result = run_stream(
+                stream,
+                stream_messages(stream, corpora[stream.corpus], limit),
+                config,
+                train_mode=args.train_mode,
+                bogofilter=peer,
+                sklearn_models=sklearn_models,
+                sklearn_every=args.sklearn_every,
+                folder=Path(tmp),
+            )
+            result["seconds"] = time.perf_counter() - started
+            result["limit"] = limit
+            stream_results.append(result)
+            if args.json:
+                args.json.write_text(
+                    json.dumps(
+                        {"views": results, "streams": stream_results}, indent=1, default=float
+                    )
+                )
+            print(f"{stream.name}: {result['seconds']:.0f} s", file=sys.stderr, flush=True)
     ratios = [
         ratio
         for result in results
         for protocol in protocols
         for ratio in result.get(protocol, {}).get("ratio_to_best_peer", {}).values()
+    ]
+    stream_ratios = [
+        ratio
+        for result in stream_results
+        for ratio in result.get("ratio_to_best_peer", {}).values()
     ]
     report = {
         "config": {
@@ -483,10 +688,22 @@ def main(argv: list[str] | None = None) -> int:
         "views": results,
         "worst_ratio_to_best_peer": max(ratios) if ratios else None,
         "table": table(results),
+        "sklearn": sklearn_models,
+        "streams": stream_results,
+        "worst_stream_ratio_to_best_peer": max(stream_ratios) if stream_ratios else None,
+        "stream_table": stream_tables(stream_results),
     }
-    print("\n".join(report["table"]))
+    if results:
+        print("\n".join(report["table"]))
     if report["worst_ratio_to_best_peer"] is not None:
         print(f"worst ratio to the best peer: {report['worst_ratio_to_best_peer']:.2f}")
+    if stream_results:
+        print("\n".join(report["stream_table"]))
+    if report["worst_stream_ratio_to_best_peer"] is not None:
+        print(
+            "streams, worst ratio to the best peer: "
+            f"{report['worst_stream_ratio_to_best_peer']:.2f}"
+        )
     if args.json:
         args.json.write_text(json.dumps(report, indent=1, default=float))
     return 0

@@ -10,6 +10,8 @@ messages one at a time on the global model alone and on a personal model backed 
 held, then neither held (a fresh process each time, which reads each model's message rows from
 the database), as medians and p95 in ms, and the blend's ratios to the global model alone.
 
+`--enron` measures personal mailboxes as they arrive instead (below the first mode's details).
+
 "blend" sums the counts as they are (`personal_weight` 1); "blend xW" counts each personal
 message W times (`personal_weight` W, `--weights`).
 
@@ -29,6 +31,19 @@ are scored, the personal model is trained on the first N of the others in a shuf
 (one shuffle per seed). Per user, N and condition the table gives the median over the seeds of
 1-ROCA % and of the FNR at FPR <= 1 %, with the range over seeds. "personal" is empty (n/a)
 when the personal model has not yet seen both classes.
+
+`--enron`: enron-spam's six users, each a stream in arrival order (`bench.streams`). For each
+user, the global model is trained on the other five users' streams; the user's messages are each
+scored, then trained into the personal model, under each condition: personal only (the model
+starts empty), global only (the global model, never trained on the user's mail), and the blend
+of the personal model backed by the global one, `personal_weight` W (`--weights`, default
+1,2,4,8: each personal message counts W times against the global model's). Per user and
+condition: the measures of `bench.streams` (1-ROCA %, FNR at FPR <= 0.1 % and 1 %, the recalls
+and unsure share at the default thresholds, the stream in fifths), and 1-ROCA % over the
+first `EARLY` messages, when the personal model knows little.
+
+    python -m bench.personal --enron --json e.json                       # ~10 min
+    python -m bench.personal --enron --limit 300 --users enron1,enron2   # a slice
 """
 
 from __future__ import annotations
@@ -47,18 +62,24 @@ import numpy as np
 
 from app.bayes.blend import merge_counts
 from app.bayes.counts import CountTable
-from app.bayes.naive_bayes import Classifier, NaiveBayesConfig
+from app.bayes.naive_bayes import Classifier, NaiveBayesConfig, verdict
 from app.service.corpus import LabelledMessage
 from app.service.evaluation import (
+    LOOSE_FPR,
     Example,
+    fnr_at_fpr,
     is_test_message,
     ranking_measures,
+    roc_auc,
+    score_stream,
     stream_order,
     tokenize_corpus,
 )
 from app.service.model_config import ModelConfig
 from app.text.core import resolve
 from bench import data
+from bench.accuracy import config_from
+from bench.streams import STREAMS, Run, measure_run, novelty, stream_messages
 
 CLASSES = ("ham", "spam")
 GLOBAL_FOLDERS = ("easy_ham", "easy_ham_2", "spam")
@@ -285,6 +306,116 @@ def time_classify(
     return result
 
 
+ENRON_USERS = tuple(stream for stream in STREAMS if stream.corpus == "enron-spam")
+EARLY = 500  # the first messages of a user's stream, when a personal model knows little
+
+
+def run_enron_user(
+    user: str,
+    examples: list[Example],
+    global_table: CountTable,
+    config: NaiveBayesConfig,
+    weights: Sequence[int],
+) -> dict[str, Any]:
+    """One user's stream under personal only, global only and each blend."""
+    is_spam = np.array([example.label == "spam" for example in examples], dtype=bool)
+    ids = [example.id for example in examples]
+    shares = novelty(examples)
+    runs: dict[str, Run] = {}
+    started = time.process_time()
+    scored = score_stream(examples, config)
+    runs["personal"] = Run(
+        scored.scores, scored.verdicts, time.process_time() - started, scored.stored_tokens
+    )
+    started = time.process_time()
+    classifier = Classifier(global_table, config)
+    X = global_table.vectorize([example.tokens for example in examples])
+    log_proba, joint, _ = classifier.assess(X)
+    spam = CLASSES.index("spam")
+    runs["global"] = Run(
+        np.asarray(joint[:, spam] - joint[:, 1 - spam], dtype=np.float64),
+        [verdict(np.exp(row), CLASSES, config) for row in log_proba],
+        time.process_time() - started,
+        global_table.n_tokens,
+    )
+    for weight in weights:
+        started = time.process_time()
+        scored = score_stream(examples, config, start=global_table, weight=weight)
+        runs[blend_name(weight)] = Run(
+            scored.scores, scored.verdicts, time.process_time() - started, scored.stored_tokens
+        )
+    conditions = {}
+    early = slice(0, min(EARLY, len(examples)))
+    for name, run in runs.items():
+        measured = measure_run(run, is_spam, ids, shares, messages=len(examples))
+        s, p = run.scores[early], is_spam[early]
+        both = bool(p.any() and (~p).any())
+        measured["early"] = {
+            "messages": len(p),
+            "one_minus_roca_percent": 100 * (1 - roc_auc(s, p)) if both else float("nan"),
+            "fnr_at_1pct_fpr": fnr_at_fpr(s, p, max_fpr=LOOSE_FPR) if both else float("nan"),
+        }
+        conditions[name] = measured
+    return {
+        "user": user,
+        "messages": len(examples),
+        "spam": int(is_spam.sum()),
+        "global_messages": int(global_table.class_docs.sum()),
+        "conditions": conditions,
+    }
+
+
+def enron_table(users: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| user | condition | 1-ROCA % | FNR@0.1%FPR | FNR@1%FPR "
+        f"| first {EARLY}: 1-ROCA % | spam recall | ham recall | unsure |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for user in users:
+        for name, m in user["conditions"].items():
+            lines.append(
+                f"| {user['user']} | {name.replace('_x', ' x')} "
+                f"| {m['one_minus_roca_percent']:.3f} | {100 * m['fnr_at_max_fpr']:.2f} "
+                f"| {100 * m['fnr_at_1pct_fpr']:.2f} "
+                f"| {m['early']['one_minus_roca_percent']:.3f} "
+                f"| {100 * m['spam_recall']:.1f} | {100 * m['ham_recall']:.1f} "
+                f"| {100 * m['unsure_share']:.1f} % |"
+            )
+    return lines
+
+
+def main_enron(args: argparse.Namespace) -> int:
+    weights = [int(w) for w in (args.weights or "1,2,4,8").split(",")]
+    config = config_from(args.set)
+    chosen = args.users.split(",") if args.users else [u.name for u in ENRON_USERS]
+    started = time.perf_counter()
+    corpus = data.load("enron-spam")
+    core = resolve("auto")
+    examples = {
+        user.name: tokenize_corpus(stream_messages(user, corpus, args.limit), core=core)
+        for user in ENRON_USERS
+    }
+    users = []
+    for name in chosen:
+        others = [e for user, stream in examples.items() if user != name for e in stream]
+        global_table = table_of(others)
+        users.append(run_enron_user(name, examples[name], global_table, config, weights))
+        print(f"{name}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+        if args.json is not None:
+            args.json.write_text(json.dumps({"users": users}, indent=1, default=float))
+    report = {
+        "benchmark": "personal-enron",
+        "config": {"settings": args.set, "weights": weights, "limit": args.limit},
+        "seconds": time.perf_counter() - started,
+        "users": users,
+        "table": enron_table(users),
+    }
+    print("\n".join(report["table"]))
+    if args.json is not None:
+        args.json.write_text(json.dumps(report, indent=1, default=float))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.personal", description=__doc__)
     parser.add_argument("--limit", type=int, default=None, help="messages per corpus (spread)")
@@ -295,17 +426,36 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seeds", type=int, default=5, help="shuffles of the training pool")
     parser.add_argument(
-        "--weights", default="1,10", help="personal_weight values of the blend (default 1,10)"
+        "--weights",
+        default=None,
+        help="personal_weight values of the blend (default 1,10; --enron: 1,2,4,8)",
     )
-    parser.add_argument("--users", default=",".join(user.name for user in USERS))
+    parser.add_argument(
+        "--users",
+        default=None,
+        help="users to measure (default: all of the mode's: "
+        f"{', '.join(user.name for user in USERS)}; --enron: enron1..enron6)",
+    )
+    parser.add_argument(
+        "--enron",
+        action="store_true",
+        help="enron-spam's users as streams in arrival order, the global model the other "
+        "five users' (see above)",
+    )
+    parser.add_argument(
+        "--set", action="append", default=[], help="--enron: model option key=value"
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     parser.add_argument(
         "--latency", type=int, default=0, help="also time N classifications (see above)"
     )
     args = parser.parse_args(argv)
+    if args.enron:
+        return main_enron(args)
     trainings = [int(n) for n in args.trainings.split(",")]
-    weights = [int(w) for w in args.weights.split(",")]
-    chosen = [user for user in USERS if user.name in args.users.split(",")]
+    weights = [int(w) for w in (args.weights or "1,10").split(",")]
+    users_chosen = (args.users or ",".join(user.name for user in USERS)).split(",")
+    chosen = [user for user in USERS if user.name in users_chosen]
     config = ModelConfig().to_engine()
 
     started = time.perf_counter()

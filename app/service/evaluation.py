@@ -367,14 +367,27 @@ class ScoredStream:
     verdicts: list[str]
     trained: int
     vocabulary: int  # |V| at the end
+    stored_tokens: int  # tokens with a count in the model at the end (|V| and stop words)
 
 
 def score_stream(
-    stream: Sequence[Example], config: NaiveBayesConfig, train_mode: TrainMode = "all"
+    stream: Sequence[Example],
+    config: NaiveBayesConfig,
+    train_mode: TrainMode = "all",
+    *,
+    start: CountTable | None = None,
+    weight: int = 1,
 ) -> ScoredStream:
     """Score each example with the model of the examples trained before it, then train it
-    with its label if `train_mode` says so (see `evaluate_online`)."""
-    table = CountTable(CLASSES)
+    with its label if `train_mode` says so (see `evaluate_online`).
+
+    `start`: a model the stream is added to (copied, not changed): a personal model's blend
+    with the model backing it, whose counts are summed (`app.bayes.blend.merge_counts`);
+    `weight`: each trained example counts this many times (the blend's `personal_weight`).
+    """
+    if weight < 1:
+        raise ValueError(f"weight must be >= 1, got {weight}")
+    table = start.copy() if start is not None else CountTable(CLASSES)
     # Every token of the stream gets its id up front, with zero counts: a token no message has
     # been trained with is outside V until it is, so scores are those of a table interned as
     # it goes, and each message costs a dict lookup per token rather than an index update.
@@ -406,10 +419,12 @@ def score_stream(
             or (train_mode == "error" and wrong)
             or (train_mode == "unsure" and called != example.label)
         ):
-            table.add(CLASSES.index(example.label), token_ids, terms)
-            attributes.add(example.attributes, CLASSES.index(example.label), sign=1)
+            for _ in range(weight):
+                table.add(CLASSES.index(example.label), token_ids, terms)
+                attributes.add(example.attributes, CLASSES.index(example.label), sign=1)
             trained += 1
-    return ScoredStream(scores, verdicts, trained, classifier.vocabulary_size)
+    stored = int((table.token_docs.sum(axis=0) > 0).sum()) if table.n_tokens else 0
+    return ScoredStream(scores, verdicts, trained, classifier.vocabulary_size, stored)
 
 
 def _intern_all(table: CountTable, examples: Sequence[Example]) -> dict[str, int]:

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from app.bayes.blend import merge_counts
 from app.bayes.counts import CountTable
 from app.bayes.naive_bayes import Classifier
 from app.service.corpus import LabelledMessage
@@ -82,6 +83,39 @@ def test_each_message_is_scored_by_the_model_of_the_messages_before_it(
         X = table.vectorize([stream[position].tokens])
         expected = Classifier(table, config).spam_log_odds(X)[0]
         assert scored.scores[position] == pytest.approx(expected, rel=1e-9, abs=1e-9), position
+
+
+@pytest.mark.parametrize("event_model", ["robinson-fisher", "multinomial", "bernoulli"])
+@pytest.mark.parametrize("weight", [1, 3])
+def test_a_stream_into_a_backed_model_is_scored_as_classify_blends_the_two(
+    examples: list[Example], event_model: str, weight: int
+) -> None:
+    """score_stream from a backing model: each message scored on the backing model's counts
+    plus `weight` times those of the messages before it, as merge_counts blends them."""
+    config = replace(CONFIG, event_model=event_model)  # type: ignore[arg-type]
+    stream = stream_order(examples, 5)
+    backing, personal = _table_of(stream[40:]), stream[:40]
+    backing_before = (backing.token_docs.copy(), backing.class_docs.copy())
+    scored = score_stream(personal, config, start=backing, weight=weight)
+    assert np.array_equal(backing.token_docs, backing_before[0])  # the start is not changed
+    assert np.array_equal(backing.class_docs, backing_before[1])
+    for position in (0, 1, 9, len(personal) - 1):
+        blend = merge_counts(_table_of(personal[:position]), backing, base_weight=weight)
+        X = blend.vectorize([personal[position].tokens])
+        expected = Classifier(blend, config).spam_log_odds(X)[0]
+        assert scored.scores[position] == pytest.approx(expected, rel=1e-9, abs=1e-9), position
+    tokens = {token for example in stream for token in example.tokens}
+    assert scored.stored_tokens == len(tokens)
+
+
+def _table_of(examples: list[Example]) -> CountTable:
+    table = CountTable(CLASSES)
+    for example in examples:
+        ids = table.intern(list(example.tokens))
+        order = np.argsort(ids)
+        terms = np.fromiter(example.tokens.values(), np.int64)
+        table.add(CLASSES.index(example.label), ids[order], terms[order])
+    return table
 
 
 def test_the_first_message_meets_an_empty_model_at_even_odds(examples: list[Example]) -> None:
