@@ -36,8 +36,8 @@ from app.bayes.scorers import EVENT_MODELS, EventModel
 from app.service.corpus import LabelledMessage
 from app.text import TokenizerLimits, text_only, tokenize_raw, tokenize_text
 from app.text.core import TokenCore
-from app.text.features import mail_features
 from app.text.families import ALL_FAMILIES, Family
+from app.text.features import mail_features
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
