@@ -82,6 +82,21 @@ class Corpus:
     test: list[list[str]]  # per test message: distinct token texts
 
 
+def without(corpus: Corpus, prefix: str) -> Corpus:
+    """The corpus without the tokens whose text starts with `prefix`, ids dense again in
+    order of first appearance (what storing no word pairs would write)."""
+    keep = np.array([not text.startswith(prefix) for text in corpus.texts])
+    new_id = np.cumsum(keep) - 1
+    ids, terms = [], []
+    for message_ids, message_terms in zip(corpus.ids, corpus.terms, strict=True):
+        kept = keep[message_ids]
+        ids.append(new_id[message_ids[kept]])
+        terms.append(message_terms[kept])
+    texts = [text for text, kept in zip(corpus.texts, keep, strict=True) if kept]
+    test = [[text for text in message if not text.startswith(prefix)] for message in corpus.test]
+    return Corpus(texts, corpus.classes, ids, terms, corpus.keys, test)
+
+
 def tokenize() -> Corpus:
     if CACHE.exists():
         with gzip.open(CACHE, "rb") as file:
@@ -1045,10 +1060,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--kinds", default="sqlite,postgresql")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--limit", type=int, default=None, help="messages (a smoke test)")
+    parser.add_argument(
+        "--no-pairs", action="store_true", help="leave out word pairs (pair:a b) everywhere"
+    )
     args = parser.parse_args(argv)
     postgres = postgres_server_url(args.postgres)
     kinds = [k for k in args.kinds.split(",") if k == "sqlite" or postgres]
     corpus = tokenize()
+    if args.no_pairs:
+        corpus = without(corpus, "pair:")
     if args.limit:
         global WARM, SINGLE
         corpus.ids, corpus.terms = corpus.ids[: args.limit], corpus.terms[: args.limit]
