@@ -566,7 +566,6 @@ class TokenRow(Layout):
     def transactions(self, corpus: Corpus, plan: list[Batch]) -> list[list[Op]]:
         result = []
         counts = np.zeros((len(corpus.texts), 2 * N_CLASSES), dtype="<i4")  # the live copy
-        width = 2 * N_CLASSES * 4
         for batch in plan:
             counts[batch.token_ids] += batch.delta.astype("<i4")
             new = batch.token_ids >= batch.new_from
@@ -588,31 +587,24 @@ class TokenRow(Layout):
                     )
                 )
                 if old_ids.size:
-                    ops += [
-                        Op(
-                            "CREATE TEMPORARY TABLE IF NOT EXISTS row_changes (token_id bigint, "
-                            "counts bytea) ON COMMIT DELETE ROWS",
-                            None,
-                            "one",
-                        ),
-                        Op(
-                            "COPY row_changes FROM STDIN (FORMAT BINARY)",
-                            binary_copy(
-                                old_ids.size,
-                                [
-                                    (">i8", old_ids),
-                                    (f"S{width}", [b.tobytes() for b in blobs[~new]]),
-                                ],
-                            ),
-                            "copy",
-                        ),
+                    # unnest, not a temporary table: without statistics on one, PostgreSQL
+                    # joined a single message's rows by a scan of the whole table (40 ms).
+                    ops.append(
                         Op(
                             "UPDATE token_rows t SET counts = c.counts, generation = ? "
-                            "FROM row_changes c WHERE t.model_id = ? AND t.token_id = c.token_id",
-                            (batch.generation, MODEL),
+                            "FROM unnest(?::bigint[], ?::bytea[]) AS c(token_id, counts) "
+                            "WHERE t.model_id = ? AND t.token_id = ANY(?::bigint[]) "
+                            "AND t.token_id = c.token_id",
+                            (
+                                batch.generation,
+                                old_ids.tolist(),
+                                [b.tobytes() for b in blobs[~new]],
+                                MODEL,
+                                old_ids.tolist(),
+                            ),
                             "one",
-                        ),
-                    ]
+                        )
+                    )
             else:
                 ops.append(
                     Op(
@@ -695,6 +687,119 @@ class TokenRow(Layout):
             conn.cursor().execute(
                 self.p(
                     f"DELETE FROM token_rows WHERE model_id = ? AND token_id IN "
+                    f"({','.join('?' * len(chunk))})"
+                ),
+                (MODEL, *chunk),
+            )
+
+
+class CountRow(TokenRow):
+    """token-row with the texts apart: a `token_texts` row per token (written once, when
+    new) and a small `token_rows` row (generation, counts blob) per token, both WITHOUT ROWID
+    on SQLite. On PostgreSQL an update writes a whole new tuple: without the text, a smaller
+    one."""
+
+    name = "count-row"
+
+    @property
+    def ddl(self) -> tuple[str, ...]:  # type: ignore[override]
+        without_rowid = "" if self.postgres else " WITHOUT ROWID"
+        blob = "bytea" if self.postgres else "BLOB"
+        return (
+            "CREATE TABLE token_texts (model_id integer NOT NULL, token_id bigint NOT NULL, "
+            f"text varchar(200) NOT NULL, PRIMARY KEY (model_id, token_id)){without_rowid}",
+            "CREATE UNIQUE INDEX uq_token_texts_text ON token_texts (model_id, text)",
+            "CREATE TABLE token_rows (model_id integer NOT NULL, token_id bigint NOT NULL, "
+            f"generation bigint NOT NULL, counts {blob} NOT NULL, "
+            f"PRIMARY KEY (model_id, token_id)){without_rowid}",
+            f"CREATE TABLE token_log (model_id integer NOT NULL, generation bigint NOT NULL, "
+            f"token_ids {blob} NOT NULL, PRIMARY KEY (model_id, generation)){without_rowid}",
+        )
+
+    def transactions(self, corpus: Corpus, plan: list[Batch]) -> list[list[Op]]:
+        result = []
+        for batch, ops in zip(plan, super().transactions(corpus, plan), strict=True):
+            new_ids = range(batch.new_from, batch.new_to)
+            first = ops[0]
+            if self.postgres:
+                text = "".join(f"{MODEL}\t{i}\t{copy_text(corpus.texts[i])}\n" for i in new_ids)
+                texts = Op(
+                    "COPY token_texts (model_id, token_id, text) FROM STDIN", text.encode(), "copy"
+                )
+                lines = first.rows.decode().splitlines(keepends=True)
+                counts = "".join(
+                    "\t".join(line.split("\t")[:2] + line.split("\t")[3:]) for line in lines
+                )
+                first = Op(
+                    "COPY token_rows (model_id, token_id, generation, counts) FROM STDIN",
+                    counts.encode(),
+                    "copy",
+                )
+            else:
+                texts = Op(
+                    "INSERT INTO token_texts (model_id, token_id, text) VALUES (?, ?, ?)",
+                    [(MODEL, i, corpus.texts[i]) for i in new_ids],
+                )
+                first = Op(
+                    "INSERT INTO token_rows (model_id, token_id, generation, counts) "
+                    "VALUES (?, ?, ?, ?)",
+                    [(m, i, g, c) for m, i, _, g, c in first.rows],
+                )
+            result.append([texts, first, *ops[1:]])
+        return result
+
+    def cold(self, conn: Any, texts: list[str]) -> int:
+        if self.postgres:
+            sql = (
+                "SELECT t.token_id, c.counts FROM unnest(%s::text[]) AS m(text) "
+                "JOIN token_texts t ON t.model_id = %s AND t.text = m.text "
+                "JOIN token_rows c ON c.model_id = t.model_id AND c.token_id = t.token_id"
+            )
+            rows = fetch(conn, sql, (texts, MODEL))
+        else:
+            sql = (
+                "SELECT t.token_id, c.counts FROM token_texts t INDEXED BY uq_token_texts_text "
+                "JOIN token_rows c ON c.model_id = t.model_id AND c.token_id = t.token_id "
+                "WHERE t.model_id = ? AND t.text IN (SELECT value FROM json_each(?))"
+            )
+            rows = fetch(conn, sql, (MODEL, json.dumps(texts)))
+        return row_bytes(rows)
+
+    def catch_up(self, conn: Any, since: int, held_tokens: int) -> int:
+        texts = fetch(
+            conn,
+            self.p("SELECT token_id, text FROM token_texts WHERE model_id = ? AND token_id >= ?"),
+            (MODEL, held_tokens),
+        )
+        logs = fetch(
+            conn,
+            self.p("SELECT token_ids FROM token_log WHERE model_id = ? AND generation > ?"),
+            (MODEL, since),
+        )
+        changed = np.unique(
+            np.concatenate([np.frombuffer(bytes(b), "<u4") for (b,) in logs] or [np.zeros(0)])
+        ).astype(np.int64)
+        rows = fetch(
+            conn,
+            self.p("SELECT token_id, counts FROM token_rows WHERE model_id = ? AND token_id >= ?"),
+            (MODEL, held_tokens),
+        )
+        for start in range(0, changed.size, 20_000):
+            rows += fetch(
+                conn,
+                self.p("SELECT token_id, counts FROM token_rows WHERE model_id = ? AND ")
+                + self.in_ids("token_id"),
+                (MODEL, self.ids_param(changed[start : start + 20_000].tolist())),
+            )
+        return row_bytes(texts) + row_bytes(rows) + row_bytes(logs)
+
+    def expire(self, conn: Any, token_ids: list[int]) -> None:
+        super().expire(conn, token_ids)
+        for start in range(0, len(token_ids), 900):
+            chunk = token_ids[start : start + 900]
+            conn.cursor().execute(
+                self.p(
+                    f"DELETE FROM token_texts WHERE model_id = ? AND token_id IN "
                     f"({','.join('?' * len(chunk))})"
                 ),
                 (MODEL, *chunk),
@@ -892,6 +997,7 @@ class LedgerOnly(Layout):
 LAYOUTS: dict[str, type[Layout]] = {
     "rows": Rows,
     "token-row": TokenRow,
+    "count-row": CountRow,
     "chunks": Chunks,
     "ledger-only": LedgerOnly,
 }
