@@ -28,7 +28,6 @@ from fastapi.routing import serialize_response
 from fastapi.utils import create_model_field
 from starlette.types import ASGIApp, Message
 
-from app.api.routes.messages import _answer
 from app.config import Settings
 from app.main import create_app
 from app.service.classification import Classification, classify
@@ -105,7 +104,8 @@ def encodings(sample: Classification, n: int = 3000) -> dict[str, float]:
     field = create_model_field(name="Response", type_=Classification, mode="serialization")
 
     async def fastapi_way() -> bytes:
-        content = await serialize_response(field=field, response_content=sample)
+        # is_coroutine=False, as for the sync classify routes: the validation hops to a thread
+        content = await serialize_response(field=field, response_content=sample, is_coroutine=False)
         return bytes(JSONResponse(content).body)
 
     async def timed() -> float:
@@ -113,6 +113,11 @@ def encodings(sample: Classification, n: int = 3000) -> dict[str, float]:
         for _ in range(n):
             await fastapi_way()
         return (time.process_time() - started) / n * 1000
+
+    try:
+        from app.api.routes.messages import _answer
+    except ImportError:  # code from before the classify routes encoded their answers
+        return {"fastapi_ms": round(asyncio.run(timed()), 4)}
 
     if asyncio.run(fastapi_way()) != bytes(_answer(sample).body):
         raise RuntimeError("the two encodings differ")
@@ -165,10 +170,12 @@ def main() -> None:
                 figures["app_ms"].append(round(await per_request(app, bodies), 3))
                 figures["classify_ms"].append(round(alone(), 3))
                 figures["bare_ms"].append(round(await per_request(bare, bodies), 3))
-            sample = classify(rt, model_name="default", message=MailMessage(raw=bodies[0]))
-        return figures | {"encoding": encodings(sample)}
+            print(json.dumps(figures), flush=True)
+        return figures
 
     figures = asyncio.run(measure())
+    sample = classify(rt, model_name="default", message=MailMessage(raw=bodies[0]))
+    figures["encoding"] = encodings(sample)
     figures["load_average_1min_at_end"] = round(os.getloadavg()[0], 2)
     print(json.dumps(figures))
 
