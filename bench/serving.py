@@ -13,6 +13,11 @@ The single-message classify rows alone, against one `spamsift serve --workers 2`
 compare before and after):
 
     python -m bench.serving [--repo PATH] [--fixed-rate 250] [--quick] [--json out.json]
+
+"Mark as spam" clicks (feedback with the message, each one new to the model), one client and
+bursts of 50, on SQLite and PostgreSQL (`--postgres URL` or SPAMSIFT_TEST_POSTGRES_URL):
+
+    python -m bench.serving --clicks [--repo PATH] [--quick] [--json out.json]
 """
 
 from __future__ import annotations
@@ -358,6 +363,49 @@ def _single_rows(kind: str, workers: int, m: dict[str, Any]) -> list[dict[str, A
     return [row for row in rows if str(row["what"]).startswith("classify single")]
 
 
+def clicks(
+    *, repo: Path, kinds: list[str], postgres_url: str | None, quick: bool
+) -> dict[str, Any]:
+    """ "Mark as spam" clicks (`measure_train_single`, 3 runs) against `spamsift serve
+    --workers 2` running the code of `repo`, on each database of `kinds`, its model first
+    trained in batches of 500 from one client."""
+    split = data.split(
+        "spamassassin", train_limit=300 if quick else None, test_limit=100 if quick else None
+    )
+    load_at_start = os.getloadavg()[0]
+    measured: dict[str, Any] = {}
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="spamsift-bench-") as tmp:
+        for kind in kinds:
+            with (
+                fresh_database(kind, Path(tmp), postgres_url) as url,
+                serve(url, workers=2, folder=Path(tmp), repo=repo) as server,
+            ):
+                trained = run_load(server, train_batch_requests(split.train, 500), clients=1)
+                if trained.errors:
+                    raise RuntimeError(f"training over HTTP failed: {trained.statuses}")
+                measured[kind] = measure_train_single(
+                    server, split.test, model="default", runs=3, quick=quick
+                )
+            for what, entry in measured[kind].items():
+                rows.append(
+                    {
+                        "database": kind,
+                        "what": f"{what}, {entry['clicks']} clicks a run",
+                        "clicks/s": entry["items_per_s"],
+                        "p50 ms": entry["p50_ms"]["median"],
+                        "p99 ms": entry["p99_ms"],
+                        "server CPU ms/click": entry["server_cpu_ms_per_request"],
+                    }
+                )
+    return {
+        "repo": str(repo),
+        "load_average_1min": [round(load_at_start, 2), round(os.getloadavg()[0], 2)],
+        **measured,
+        "table": rows,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     from bench.run import print_table
 
@@ -372,7 +420,28 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="also 50 clients in an open loop at this rate (requests/s); may be repeated",
     )
+    parser.add_argument(
+        "--clicks",
+        action="store_true",
+        help='"mark as spam" clicks instead (one client, then bursts of 50), on SQLite and '
+        "on PostgreSQL when --postgres or SPAMSIFT_TEST_POSTGRES_URL names a server",
+    )
+    parser.add_argument("--postgres", default=os.environ.get("SPAMSIFT_TEST_POSTGRES_URL"))
     args = parser.parse_args(argv)
+    if args.clicks:
+        kinds = ["sqlite"] + (["postgresql"] if args.postgres else [])
+        result = clicks(
+            repo=args.repo.resolve(), kinds=kinds, postgres_url=args.postgres, quick=args.quick
+        )
+        start, end = result["load_average_1min"]
+        print_table(
+            f'"mark as spam" clicks, spamsift serve --workers 2, code of {result["repo"]} '
+            f"(load average {start} at the start, {end} at the end)",
+            result["table"],
+        )
+        if args.json is not None:
+            args.json.write_text(json.dumps(result, indent=2, default=str))
+        return 0
     result = single_classify(
         repo=args.repo.resolve(), quick=args.quick, fixed_rates=tuple(args.fixed_rate)
     )
