@@ -368,7 +368,12 @@ def config_from(settings: Sequence[str]) -> NaiveBayesConfig:
     options: dict[str, Any] = {}
     for setting in settings:
         key, _, value = setting.partition("=")
-        options[key] = value if key in ("event_model", "prior", "stop_words") else float(value)
+        if key in ("event_model", "prior", "stop_words"):
+            options[key] = value
+        elif value in ("true", "false"):  # word_pairs, shape_tokens: scored without them
+            options[key] = value == "true"
+        else:
+            options[key] = float(value)
     return ModelConfig(**options).to_engine()
 
 
