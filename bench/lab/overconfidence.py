@@ -18,6 +18,10 @@ them: the engine's Robinson-Fisher options (`rf_strength`, `rf_assumed`, `rf_min
 probability is that of the pair among messages holding its first word: P(pair | first, c),
 the one-dependence estimate, in place of P(pair | c)).
 
+`--bogofilter` streams each view through bogofilter as well (`bench.accuracy`'s runner: with
+its compiled-in defaults, one `-TT` then one `-s` or `-n` per message, in the same order) and
+prints its row.
+
 Prints per view and configuration 1-ROCA %, FNR at FPR <= 0.1 %, the most spam-like ham's
 spam log odds, the median spam's, and how many ham outrank the median spam; `--json` keeps
 the top-ranked errors' positions and token counts (never the messages themselves).
@@ -30,6 +34,7 @@ import dataclasses
 import json
 import pickle
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,6 +54,8 @@ from app.service.model_config import ModelConfig
 from app.text import load_stop_words
 from app.text.core import resolve
 from bench import data
+from bench.accuracy import Bogofilter, message_file, spamicity_log_odds
+from bench.versus_bogofilter import find_bogofilter
 
 VIEWS = {
     "trec07p": ("trec07p-early", False, None),
@@ -269,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", action="append", default=[])
     parser.add_argument("--cache", type=Path, default=Path("/tmp/spamsift-overconfidence"))
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--bogofilter", action="store_true", help="bogofilter's row too")
     parser.add_argument(
         "--check", action="store_true", help="score the default by score_stream too and compare"
     )
@@ -306,9 +314,51 @@ def main(argv: list[str] | None = None) -> int:
                 f"{result['ham_above_median_spam']}",
                 flush=True,
             )
+        if args.bogofilter:
+            result = bogofilter_row(view, args.limit, [e.id for e in stream])
+            report[view]["bogofilter"] = result
+            print(
+                f"bogofilter | {result['one_minus_roca_percent']:.4f} | "
+                f"{100 * result['fnr_at_max_fpr']:.2f} | {100 * result['fnr_at_1pct_fpr']:.2f} | "
+                f"{result['top_ham_log_odds']:.1f} | {result['median_spam_log_odds']:.1f} | "
+                f"{result['ham_above_median_spam']}",
+                flush=True,
+            )
         if args.json:
             args.json.write_text(json.dumps(report, indent=1))
     return 0
+
+
+def bogofilter_row(view: str, limit: int | None, order: list[str]) -> dict[str, Any]:
+    """bogofilter online on the view's messages in `order` (the replay's stream)."""
+    corpus, text_only, seed = VIEWS[view]
+    messages = data.load(corpus)
+    messages = messages[:limit] if seed is None and limit else data.spread(messages, limit)
+    labels = {m.id: m.label for m in messages}
+    path, _ = find_bogofilter(install=False)
+    if path is None:
+        raise SystemExit("bogofilter is not installed")
+    with tempfile.TemporaryDirectory(prefix="spamsift-overconfidence-") as tmp:
+        folder = Path(tmp)
+        files = {}
+        for index, message in enumerate(messages):
+            files[message.id] = folder / f"{index:06d}"
+            files[message.id].write_bytes(message_file(message, text_only))
+        scores = Bogofilter(path, folder).online(order, files, labels)
+    run = Replay(
+        ids=order,
+        labels=np.array([labels[i] == "spam" for i in order]),
+        tokens_per_message=np.zeros(len(order), np.int64),
+        rows=np.zeros(0, np.int64),
+        spam_docs=np.zeros(0, np.int64),
+        ham_docs=np.zeros(0, np.int64),
+        is_pair=np.zeros(0, bool),
+        first_spam=np.zeros(0, np.int64),
+        first_ham=np.zeros(0, np.int64),
+        n_spam=np.zeros(len(order), np.int64),
+        n_ham=np.zeros(len(order), np.int64),
+    )
+    return measure(run, spamicity_log_odds(scores))
 
 
 if __name__ == "__main__":
