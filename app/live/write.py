@@ -259,9 +259,16 @@ class ModelWrite:
                 class_terms=self._changes.class_terms.tolist(),
             )
             self.row.add_vocabulary(self._vocabulary_change(delta))
-            add_attribute_sums(
-                self.conn, self.live.id, self._attributes, generation=self.generation
-            )
+            with self.live.lock:  # caught up under the row lock: the stored values
+                current = self.live.attributes.copy() if self._attributes else None
+            if current is not None:
+                add_attribute_sums(
+                    self.conn,
+                    self.live.id,
+                    self._attributes,
+                    current=current,
+                    generation=self.generation,
+                )
             self.row.save(self.conn)
             self._stored = delta
         return self._stored

@@ -1,9 +1,10 @@
 """The Gaussian statistics of a model's numeric attributes: n, Σx, Σx² per (attribute, class).
 
 The sums are exact rationals, stored as text ("p/q"), which no SQL dialect adds exactly; a
-write therefore reads the few cells it changes and writes them back. That is safe because
-every write to a model holds the model's row lock (`app.live.write.ModelWrite`), so no two
-writers of one model interleave here.
+write therefore stores the new values, computed from the live copy of the model. That is exact
+because every write to a model holds the model's row lock and first catches its live copy up
+to the generation before (`app.live.write.ModelWrite`), so no two writers of one model
+interleave here and the copy holds the stored values.
 """
 
 from __future__ import annotations
@@ -11,13 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from fractions import Fraction
 
-from sqlalchemy import Connection, bindparam, delete, insert, select, update
+from sqlalchemy import Connection, delete, insert, select
 
 from app.bayes.attributes import AttributeCell, AttributeSums, MomentsDelta
+from app.store.dialect import upsert
 from app.store.tables import attribute_sums
 
-# Cells read per statement when a write looks up the ones it changes.
-LOOKUP_CHUNK = 400
 _KEY = ("model_id", "name", "class_index")
 
 
@@ -26,61 +26,45 @@ def add_attribute_sums(
     model_id: int,
     delta: Mapping[tuple[str, int], MomentsDelta],
     *,
+    current: AttributeSums,
     generation: int,
 ) -> None:
-    """Add `delta` ((name, class index) -> change) to the model's cells, marking them with
-    `generation` (the change feed). The caller holds the model's row lock."""
+    """Add `delta` ((name, class index) -> change) to the model's cells, whose values are
+    `current` (the live copy, caught up under the model's row lock to the generation before
+    this write), marking them with `generation` (the change feed). One upsert of the new
+    absolute values: nothing is read."""
     if not delta:
         return
-    names = sorted({name for name, _ in delta})
-    current: dict[tuple[str, int], tuple[int, Fraction, Fraction]] = {}
-    for start in range(0, len(names), LOOKUP_CHUNK):
-        rows = conn.execute(
-            select(attribute_sums).where(
-                attribute_sums.c.model_id == model_id,
-                attribute_sums.c.name.in_(names[start : start + LOOKUP_CHUNK]),
-            )
-        )
-        for row in rows:
-            current[(row.name, row.class_index)] = (
-                row.n,
-                Fraction(row.total),
-                Fraction(row.squares),
-            )
-    inserts: list[dict[str, object]] = []
-    updates: list[dict[str, object]] = []
+    rows: list[dict[str, object]] = []
     for (name, class_index), change in sorted(delta.items()):
-        before = current.get((name, class_index))
-        n, total, squares = before or (0, Fraction(0), Fraction(0))
-        values: dict[str, object] = {
-            "n": n + change.n,
-            "total": str(total + change.sum),
-            "squares": str(squares + change.squares),
-            "generation": generation,
-        }
-        key = {"model_id": model_id, "name": name, "class_index": class_index}
-        (updates if before is not None else inserts).append({**key, **values})
-    if updates:  # one statement, executed for every row
-        conn.execute(
-            update(attribute_sums)
-            .where(
-                attribute_sums.c.model_id == bindparam("key_model_id"),
-                attribute_sums.c.name == bindparam("key_name"),
-                attribute_sums.c.class_index == bindparam("key_class_index"),
-            )
-            .values(
-                n=bindparam("new_n"),
-                total=bindparam("new_total"),
-                squares=bindparam("new_squares"),
-                generation=bindparam("new_generation"),
-            ),
-            [
-                {f"key_{k}" if k in _KEY else f"new_{k}": v for k, v in row.items()}
-                for row in updates
-            ],
+        moments = current.moments.get(name)
+        n, total, squares = (
+            (0, Fraction(0), Fraction(0))
+            if moments is None
+            else (moments.n[class_index], moments.sums[class_index], moments.squares[class_index])
         )
-    if inserts:
-        conn.execute(insert(attribute_sums), inserts)
+        rows.append(
+            {
+                "model_id": model_id,
+                "name": name,
+                "class_index": class_index,
+                "n": n + change.n,
+                "total": str(total + change.sum),
+                "squares": str(squares + change.squares),
+                "generation": generation,
+            }
+        )
+    statement = upsert(conn, attribute_sums)
+    conn.execute(
+        statement.on_conflict_do_update(
+            index_elements=list(_KEY),
+            set_={
+                column: statement.excluded[column]
+                for column in ("n", "total", "squares", "generation")
+            },
+        ),
+        rows,
+    )
 
 
 def read_attribute_cells(

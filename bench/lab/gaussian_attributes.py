@@ -37,13 +37,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--event-model", default="robinson-fisher")
     parser.add_argument("--limit", type=int, default=None, help="messages per corpus (spread)")
-    parser.add_argument("--corpus", action="append", help="only these corpora")
+    parser.add_argument(
+        "--corpus", action="append", choices=[name for name, _ in STREAMS], help="only these"
+    )
     args = parser.parse_args()
     token_core = core.resolve("auto")
     print(f"event model {args.event_model}; 1-ROCA % / FNR % at FPR <= 0.1 %", flush=True)
-    for name, seed in STREAMS:
-        if args.corpus and name not in args.corpus:
-            continue
+    seeds = dict(STREAMS)
+    for name in args.corpus or list(seeds):  # in the order given
+        seed = seeds[name]
         messages = data.load(name, limit=args.limit)
         with_shape = tokenize_corpus(messages, core=token_core)
         with without_shape():

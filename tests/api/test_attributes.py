@@ -214,3 +214,28 @@ def test_attributes_that_are_not_finite_are_refused_with_422(
         headers={"content-type": "application/json"},
     )
     assert response.status_code == 422, response.text
+
+
+def test_a_personal_model_is_scored_on_its_attributes_summed_with_its_backing_models(
+    client: TestClient,
+) -> None:
+    client.post("/v1/models", json={"name": "global", **NUMERIC_ONLY})
+    client.post("/v1/models", json={"name": "alice", "backed_by": "global", **NUMERIC_ONLY})
+    client.post("/v1/models", json={"name": "both", **NUMERIC_ONLY})
+    shared = [("ham", 0.0), ("ham", 2.0), ("spam", 8.0), ("spam", 10.0)]
+    own = [("ham", 5.0), ("spam", 7.0)]
+    for model, examples in (("global", shared), ("alice", own), ("both", shared + own)):
+        for number, (label, score) in enumerate(examples):
+            train(
+                client,
+                model,
+                label,
+                text="mail",
+                message_id=f"{model}-{number}",
+                attributes={"score": score},
+            )
+    query = {"text": "mail", "attributes": {"score": 6.0}}
+    blended = client.post("/v1/models/alice/classify", json=query).json()
+    alone = client.post("/v1/models/both/classify", json=query).json()
+    assert blended["models"] == ["alice", "global"]
+    assert blended["probabilities"] == pytest.approx(alone["probabilities"], rel=1e-9)
