@@ -508,8 +508,14 @@ def stream_tables(results: list[dict[str, Any]]) -> list[str]:
 
 
 def config_from(settings: Sequence[str]) -> NaiveBayesConfig:
-    """ModelConfig from `key=value` settings: a value is read as JSON (numbers, true/false,
-    null) or else as a string, and checked by ModelConfig as the API checks it."""
+    """ModelConfig from `key=value` settings (`options_from`), checked by ModelConfig as the
+    API checks it."""
+    return ModelConfig(**options_from(settings)).to_engine()
+
+
+def options_from(settings: Sequence[str]) -> dict[str, Any]:
+    """Model options from `key=value` settings: a value is read as JSON (numbers, true/false,
+    null) or else as a string."""
     options: dict[str, Any] = {}
     for setting in settings:
         key, _, value = setting.partition("=")
@@ -517,7 +523,7 @@ def config_from(settings: Sequence[str]) -> NaiveBayesConfig:
             options[key] = json.loads(value)
         except json.JSONDecodeError:
             options[key] = value
-    return ModelConfig(**options).to_engine()
+    return options
 
 
 def table(results: list[dict[str, Any]]) -> list[str]:

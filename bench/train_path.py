@@ -7,7 +7,9 @@ batches of 500, timed: this process's CPU seconds, and on PostgreSQL (a local se
 seconds of the server processes serving the bench's database, read from /proc. Runs alternate
 the databases. To compare two versions of the code, run this on each in turn:
 
-    python -m bench.train_path [--runs 3] [--postgres URL] [--json FILE]
+    python -m bench.train_path [--runs 3] [--postgres URL] [--json FILE] [--set KEY=VALUE]
+
+`--set` gives the model an option (repeatable), e.g. `--set pairs_when_unsure=true`.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from app.service.messages import Message, PreparedMessage
+from app.service.models import update_model
 from app.service.runtime import Runtime
 from app.service.training import train_prepared
 from app.store.engine import Database
 from app.store.migrate import upgrade_schema
 from bench import data
+from bench.accuracy import options_from
 from bench.databases import fresh_database, postgres_server_url
 from bench.timing import summary
 from bench.versus_bogofilter import TRAIN_BATCH, bench_settings
@@ -71,7 +75,11 @@ def prepare_all(messages: Sequence[tuple[Message, str]]) -> list[tuple[PreparedM
 
 
 def one_run(
-    kind: str, items: list[tuple[PreparedMessage, str]], folder: Path, postgres: str | None
+    kind: str,
+    items: list[tuple[PreparedMessage, str]],
+    folder: Path,
+    postgres: str | None,
+    options: dict[str, Any],
 ) -> dict[str, float]:
     with fresh_database(kind, folder, postgres) as url:
         db = Database(url)
@@ -79,6 +87,8 @@ def one_run(
         runtime = Runtime(bench_settings(url), db)
         database = url.rsplit("/", 1)[1]
         try:
+            if options:
+                update_model(runtime, name="default", changes=options)
             for start in range(0, WARM, TRAIN_BATCH):
                 train_prepared(
                     runtime, model_name="default", items=items[start : start + TRAIN_BATCH]
@@ -102,7 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--postgres", default=None, help="server URL (default: the env's)")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--set", action="append", default=[], help="model option key=value")
     args = parser.parse_args(argv)
+    options = options_from(args.set)
     postgres = postgres_server_url(args.postgres)
     kinds = ["sqlite"] + (["postgresql"] if postgres else [])
     split = data.split("spamassassin")
@@ -112,8 +124,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as folder:
         for _ in range(args.runs):
             for kind in kinds:
-                runs[kind].append(one_run(kind, items, Path(folder), postgres))
-    report: dict[str, Any] = {"warm": WARM, "timed": TIMED, "load": os.getloadavg()[0]}
+                runs[kind].append(one_run(kind, items, Path(folder), postgres, options))
+    report: dict[str, Any] = {
+        "warm": WARM,
+        "timed": TIMED,
+        "options": options,
+        "load": os.getloadavg()[0],
+    }
     for kind, timings in runs.items():
         cpu = [run["cpu"] for run in timings]
         both = [run["cpu"] + run["server_cpu"] for run in timings]

@@ -62,7 +62,9 @@ class NaiveBayesConfig:
     bogofilter); no model option sets it. `rf_evidence_cap`: a message's voting tokens count as
     at most this many independent ones (Brown's correction, `scorers/robinson_fisher.py`).
     `excluded_prefixes`: tokens starting with one of these are not in V (the service leaves
-    out a derived token family that is off).
+    out a derived token family that is off). `learned_when_unsure`: prefixes of the tokens a
+    trained message adds only when the model did not already give it its label (see
+    `not_learned`).
     """
 
     event_model: EventModel
@@ -72,6 +74,7 @@ class NaiveBayesConfig:
     max_vocab: int | None
     stop_words: frozenset[str]
     excluded_prefixes: tuple[str, ...] = ()
+    learned_when_unsure: tuple[str, ...] = ()
     rf_strength: float
     rf_assumed: float
     rf_min_dev: float
@@ -99,6 +102,10 @@ class NaiveBayesConfig:
             isinstance(prefix, str) and prefix for prefix in self.excluded_prefixes
         ):
             raise ValueError("excluded_prefixes must be a tuple of non-empty strings")
+        if not isinstance(self.learned_when_unsure, tuple) or not all(
+            isinstance(prefix, str) and prefix for prefix in self.learned_when_unsure
+        ):
+            raise ValueError("learned_when_unsure must be a tuple of non-empty strings")
         _check_number("rf_strength", self.rf_strength, low=0.0, low_open=True)
         _check_number(
             "rf_assumed", self.rf_assumed, low=0.0, high=1.0, low_open=True, high_open=True
@@ -118,6 +125,15 @@ class NaiveBayesConfig:
                 f"ham_threshold must be <= spam_threshold ({self.spam_threshold}), "
                 f"got {self.ham_threshold}"
             )
+
+    def not_learned(self, verdict: str | None, label: str) -> tuple[str, ...]:
+        """The prefixes of the tokens a message trained as `label` does not add, when the
+        model called it `verdict` just before (None: not known): the excluded families, and
+        `learned_when_unsure` once the model gave the message its label already. The words
+        are always learned; what the words did not decide teaches the rest."""
+        if verdict == label:
+            return self.excluded_prefixes + self.learned_when_unsure
+        return self.excluded_prefixes
 
 
 @dataclass(frozen=True)

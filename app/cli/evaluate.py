@@ -16,7 +16,7 @@ from typing import Any, Literal, get_args, get_origin
 
 from pydantic.fields import FieldInfo
 
-from app.service.model_config import OptionScope, options_of, shown_default
+from app.service.model_config import evaluated_options, shown_default
 
 
 def add_evaluate_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -61,8 +61,8 @@ def add_evaluate_command(commands: argparse._SubParsersAction[argparse.ArgumentP
 
 
 def add_scoring_flags(evaluate: argparse.ArgumentParser) -> None:
-    """One flag per scoring option, from its declaration in ModelConfig."""
-    for name, field in options_of(OptionScope.SCORING).items():
+    """One flag per scoring and learning option, from its declaration in ModelConfig."""
+    for name, field in evaluated_options().items():
         flag = "--" + name.replace("_", "-")
         if name == "event_model":
             evaluate.add_argument(
@@ -125,7 +125,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     # Only the options given on the command line: the rest keep their declared defaults.
     options: dict[str, Any] = {
         name: getattr(args, name)
-        for name in options_of(OptionScope.SCORING)
+        for name in evaluated_options()
         if name != "event_model" and getattr(args, name) is not None
     }
     try:

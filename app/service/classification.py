@@ -147,6 +147,31 @@ def classify_batch(
     return results
 
 
+def current_verdicts(
+    rt: Runtime, model_name: str, prepared: Sequence[PreparedMessage]
+) -> list[str]:
+    """The verdict classify would give each tokenized message now, with nothing recorded:
+    `unsure` while a class has no trained message."""
+    view = scoring_view(
+        rt.models,
+        model_name,
+        lambda: [text for message in prepared for text in message.token_counts],
+        event_model=None,
+        personal_weight=_personal_weight,
+    )
+    try:
+        results, _ = _score(
+            view,
+            list(prepared),
+            event_model=None,
+            explain=False,
+            min_learns=min_learns_of(rt, view.live),
+        )
+    except NotTrained:
+        return ["unsure"] * len(prepared)
+    return [result.verdict for result in results]
+
+
 def _personal_weight(options: dict[str, Any], classes: tuple[str, ...]) -> int:
     return parse_config(options, classes=classes).personal_weight
 

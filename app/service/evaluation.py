@@ -384,6 +384,7 @@ def score_stream(
     `start`: a model the stream is added to (copied, not changed): a personal model's blend
     with the model backing it, whose counts are summed (`app.bayes.blend.merge_counts`);
     `weight`: each trained example counts this many times (the blend's `personal_weight`).
+    A trained example adds the tokens the service's writer stores (`config.not_learned`).
     """
     if weight < 1:
         raise ValueError(f"weight must be >= 1, got {weight}")
@@ -398,6 +399,7 @@ def score_stream(
     scores = np.empty(len(stream))
     verdicts: list[str] = []
     trained = 0
+    prefixed: dict[tuple[str, ...], NDArray[np.bool_]] = {}  # every token is interned above
     for position, example in enumerate(stream):
         token_ids, terms = _ids_and_terms(ids, example)
         X = scipy.sparse.csr_array(
@@ -419,6 +421,12 @@ def score_stream(
             or (train_mode == "error" and wrong)
             or (train_mode == "unsure" and called != example.label)
         ):
+            left_out = config.not_learned(called, example.label)
+            if left_out:
+                if left_out not in prefixed:
+                    prefixed[left_out] = table.tokens.starting_with(left_out)
+                kept = ~prefixed[left_out][token_ids]
+                token_ids, terms = token_ids[kept], terms[kept]
             for _ in range(weight):
                 table.add(CLASSES.index(example.label), token_ids, terms)
                 attributes.add(example.attributes, CLASSES.index(example.label), sign=1)

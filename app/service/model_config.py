@@ -19,7 +19,7 @@ from app.bayes.scorers import EventModel as EventModel  # the option's type, for
 from app.bayes.scorers import fallback, scorer
 from app.errors import InvalidConfig
 from app.text import load_stop_words
-from app.text.families import FAMILIES, Family, prefixes_left_out
+from app.text.families import FAMILIES, FAMILY_PREFIXES, Family, prefixes_left_out
 
 Prior = Literal["mle", "laplace", "uniform"]
 
@@ -28,9 +28,11 @@ DEFAULT_CLASSES = ("ham", "spam")
 
 
 class OptionScope(StrEnum):
-    """What an option acts on: `evaluate` measures the scoring options on a corpus."""
+    """What an option acts on: `evaluate` measures the scoring and learning options on a
+    corpus (`EVALUATED`)."""
 
     SCORING = "scoring"
+    LEARNING = "learning"  # what a trained message adds to the counts
     VERDICT = "verdict"
     TRAINING = "training"
     BACKING = "backing"
@@ -117,6 +119,16 @@ class ModelConfig(BaseModel):
         description="store and score the message's shape (`size:`, `links:` and, for raw "
         "mail, `html:` tokens); off, none is stored and those stored while on are ignored, so "
         "changing it needs no retraining",
+    )
+    # Most word pairs never recur (three quarters of a message's new tokens are pairs): stored
+    # only where the words did not decide, a model holds 1.4-2.4x the tokens of its words
+    # alone instead of 3-11.5x (`python -m bench.lab.families_study`, docs/accuracy.md).
+    pairs_when_unsure: bool = option(
+        False,
+        scope=OptionScope.LEARNING,
+        description="store a trained message's word pairs only when the model did not already "
+        "give it its label (its verdict just before was `unsure` or another class); its "
+        "words and shape are always stored. Acts on the messages trained after it changes",
     )
     spam_threshold: float = option(
         0.9,
@@ -231,6 +243,9 @@ class ModelConfig(BaseModel):
                 **options,
                 "stop_words": load_stop_words(self.stop_words),
                 "excluded_prefixes": prefixes_left_out(self.token_families()),
+                "learned_when_unsure": FAMILY_PREFIXES["word_pairs"]
+                if self.pairs_when_unsure and self.word_pairs
+                else (),
             }
         )
 
@@ -240,6 +255,14 @@ def options_of(scope: OptionScope) -> dict[str, FieldInfo]:
     return {
         name: field for name, field in ModelConfig.model_fields.items() if scope_of(field) is scope
     }
+
+
+EVALUATED = (OptionScope.SCORING, OptionScope.LEARNING)
+
+
+def evaluated_options() -> dict[str, FieldInfo]:
+    """The options `spamsift evaluate` and the benchmarks measure on a corpus."""
+    return {name: field for scope in EVALUATED for name, field in options_of(scope).items()}
 
 
 def scope_of(field: FieldInfo) -> OptionScope:

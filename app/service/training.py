@@ -27,7 +27,7 @@ from app.errors import (
 from app.live.held import LiveModel
 from app.live.scoring import find_backing
 from app.live.write import ModelWrite, write_model, write_models
-from app.service.classification import prepare_messages
+from app.service.classification import current_verdicts, prepare_messages
 from app.service.messages import Message, PreparedMessage, check_message_id
 from app.service.model_config import parse_config
 from app.service.runtime import Runtime
@@ -48,7 +48,6 @@ from app.store.models import ModelRow
 from app.store.tables import MAX_TOKEN_BYTES
 from app.text import evidence_count
 from app.text.defects import TIME_BUDGET
-from app.text.families import prefixes_left_out
 
 # Beside the HTTP request lines: a report's line says what it did (trained, relabelled,
 # already known, not found) to which message. Logs hold nothing from mail, Message-IDs
@@ -97,6 +96,9 @@ class _Item:
     defects: tuple[str, ...] = ()
     body_digest: str | None = None
     attributes: Mapping[str, float] = field(default_factory=dict)  # numeric, name -> value
+    # The verdict the model gave it just before it is trained (None: not known): what the
+    # model learns of it depends on it (`NaiveBayesConfig.not_learned`).
+    verdict: str | None = None
 
 
 def train(rt: Runtime, *, model_name: str, message: Message, label: str) -> TrainResult:
@@ -164,8 +166,22 @@ def _write_prepared(
     """Check each tokenized message (with its class index) has enough tokens, then write them."""
     for index, (message, _) in enumerate(prepared):
         _require_tokens(rt, live, message, f"items[{index}]: " if name_items else "")
-    work = [_item_from_prepared(message, class_index) for message, class_index in prepared]
+    verdicts = _verdicts_now(rt, live, [message for message, _ in prepared])
+    work = [
+        replace(_item_from_prepared(message, class_index), verdict=verdict)
+        for (message, class_index), verdict in zip(prepared, verdicts, strict=True)
+    ]
     return _write(rt, live, work, events={Event.TRAINED: 0})
+
+
+def _verdicts_now(
+    rt: Runtime, live: LiveModel, messages: Sequence[PreparedMessage]
+) -> list[str | None]:
+    """What the model calls each message now, where what it learns of them depends on it
+    (a model storing word pairs only when unsure); else None, and nothing is scored."""
+    if not live.config.learned_when_unsure:
+        return [None] * len(messages)
+    return list(current_verdicts(rt, live.name, messages))
 
 
 def apply_feedback(
@@ -252,10 +268,14 @@ def _apply_feedback(
         )
         _require_tokens(rt, live, prepared)
         key, verdict = _known_as(rt, live, prepared)
-        items = [replace(_item_from_prepared(prepared, class_index), message_key=key)]
+        # Not classified within the retention period: what the model calls it now.
+        called = verdict if verdict is not None else _verdicts_now(rt, live, [prepared])[0]
+        item = _item_from_prepared(prepared, class_index)
+        items = [replace(item, message_key=key, verdict=called)]
     else:
         assert message_id is not None
         items, verdict = _items_for_message_id(rt, live, message_id, class_index, backing)
+        items = [replace(item, verdict=verdict) for item in items]
     events: dict[str, int] = {Event.FEEDBACK: 1}
     if backing is None or not live.feedback_trains_backing or not may_train(backing.name):
         result = _write(rt, live, items, events=events, feedback_verdict=verdict)[0]
@@ -343,7 +363,7 @@ def _write(
     For feedback, `feedback_verdict` is the verdict the message got when classified; a label
     that differs from it, or from the label the message was trained with, is a correction.
     """
-    items = _without_families_off(live, items)
+    items = _learned(live, items)
     rt.token_limits.check_before(live, [text for item in items for text in item.token_texts or ()])
     work = _training(live, items, events=events, feedback_verdict=feedback_verdict)
     return rt.group_commit.write(live, work)
@@ -357,7 +377,7 @@ def _training(
     feedback_verdict: str | None = None,
 ) -> Callable[[ModelWrite], list[TrainResult]]:
     """What one write to `live` does to train `items` (see `_write`)."""
-    items = _without_families_off(live, items)
+    items = _learned(live, items)
 
     def work(write: ModelWrite) -> list[TrainResult]:
         conn = write.conn
@@ -439,18 +459,22 @@ def _training(
     return work
 
 
-def _without_families_off(live: LiveModel, items: list[_Item]) -> list[_Item]:
-    """The items without the tokens of the derived families that are off in `live` (its
-    options `word_pairs`, `shape_tokens`): those are not stored.
+def _learned(live: LiveModel, items: list[_Item]) -> list[_Item]:
+    """The items with only the tokens `live` learns of them: not those of the derived
+    families that are off (its options `word_pairs`, `shape_tokens`), nor, with
+    `pairs_when_unsure`, the word pairs of a message it gave its label already
+    (`NaiveBayesConfig.not_learned`).
 
     A message is tokenized with every family whatever the model's options, so that its key
     (the digest of its tokens) does not change with them: a message trained before an option
     changed is still the same message after.
     """
-    prefixes = prefixes_left_out(parse_config(live.options, classes=live.classes).token_families())
-    if not prefixes:
-        return items
-    return [_item_without(live, item, prefixes) for item in items]
+    config = live.config
+    learned = []
+    for item in items:
+        prefixes = config.not_learned(item.verdict, live.classes[item.class_index])
+        learned.append(_item_without(live, item, prefixes) if prefixes else item)
+    return learned
 
 
 def _item_without(live: LiveModel, item: _Item, prefixes: tuple[str, ...]) -> _Item:

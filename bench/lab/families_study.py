@@ -19,8 +19,9 @@ and without the families is measured on every `--tokenize-step`-th message.
 
 Configurations: default (pairs and shape), no-pairs, no-shape, words (neither),
 pairs-seen-twice (a pair is stored and scored only from the second message that has it, as a
-writer that keeps pairs only where they recur would), pairs-when-unsure (every message's
-words trained, its pairs only when the model did not give it its label), toe (train on error)
+writer that keeps pairs only where they recur would), pairs-when-unsure (the model option:
+every message's words trained, its pairs only when the model did not give it its label, as
+the service's writer does), toe (train on error)
 and tum (train until no error: on error and on unsure verdicts), both with every family.
 """
 
@@ -35,19 +36,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import scipy.sparse
-
-from app.bayes.counts import CountTable
-from app.bayes.naive_bayes import Classifier, NaiveBayesConfig, verdict
 from app.service.corpus import LabelledMessage
 from app.service.evaluation import (
-    CLASSES,
     Example,
-    _ids_and_terms,
-    _intern_all,
     evaluate_online,
-    ranking_measures,
     stream_order,
     tokenize_corpus,
 )
@@ -85,49 +77,6 @@ def pairs_seen_twice(examples: list[Example]) -> list[Example]:
     return kept
 
 
-def pairs_when_unsure(stream: list[Example], config: NaiveBayesConfig) -> dict[str, Any]:
-    """The online stream, every message's words trained, its pairs only when the model (pairs
-    stored so far included) did not give it its label: unsure, or wrong. Pairs are kept
-    where the words did not suffice."""
-    table = CountTable(CLASSES)
-    ids = _intern_all(table, stream)
-    classifier = Classifier(table, config)
-    spam = CLASSES.index("spam")
-    scores = np.empty(len(stream))
-    pairs_trained = 0
-    for position, example in enumerate(stream):
-        token_ids, terms = _ids_and_terms(ids, example)
-        X = scipy.sparse.csr_array(
-            (terms, token_ids, np.array([0, len(token_ids)])), shape=(1, table.n_tokens)
-        )
-        if table.class_docs.min() == 0:
-            score, called = 0.0, "unsure"
-        else:
-            log_proba, joint, _ = classifier.assess(X)
-            score = float(joint[0, spam] - joint[0, 1 - spam])
-            called = verdict(np.exp(log_proba[0]), CLASSES, config)
-        scores[position] = score
-        if called != example.label:
-            pairs_trained += 1
-        else:
-            kept = np.array(
-                [not table.tokens[i].startswith(PAIRS) for i in token_ids.tolist()], dtype=bool
-            )
-            token_ids, terms = token_ids[kept], terms[kept]
-        if token_ids.size:
-            table.add(CLASSES.index(example.label), token_ids, terms)
-    is_spam = np.array([e.label == "spam" for e in stream])
-    ranking = ranking_measures(scores, is_spam, [e.id for e in stream])
-    return {
-        "messages": len(stream),
-        "trained": len(stream),
-        "pairs_trained": pairs_trained,
-        "one_minus_roca_percent": ranking.one_minus_roca_percent,
-        "fnr_at_max_fpr_percent": 100 * ranking.fnr_at_max_fpr,
-        "vocabulary": classifier.vocabulary_size,
-    }
-
-
 # name -> (examples transform, model options, train mode)
 CONFIGS: dict[str, tuple[Callable[[list[Example]], list[Example]], dict[str, Any], str]] = {
     "default": (list, {}, "all"),
@@ -135,6 +84,7 @@ CONFIGS: dict[str, tuple[Callable[[list[Example]], list[Example]], dict[str, Any
     "no-shape": (without(SHAPE), {"shape_tokens": False}, "all"),
     "words": (without(PAIRS + SHAPE), {"word_pairs": False, "shape_tokens": False}, "all"),
     "pairs-seen-twice": (pairs_seen_twice, {}, "all"),
+    "pairs-when-unsure": (list, {"pairs_when_unsure": True}, "all"),
     "toe": (list, {}, "error"),
     "tum": (list, {}, "unsure"),
 }
@@ -177,7 +127,7 @@ def tokenize_cpu_ms(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.lab.families_study", description=__doc__)
     parser.add_argument("--streams", default="trec07p,enron,shuffled")
-    parser.add_argument("--configs", default=",".join([*CONFIGS, "pairs-when-unsure"]))
+    parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--tokenize-step", type=int, default=10)
     parser.add_argument("--json", type=Path, default=None)
@@ -196,22 +146,6 @@ def main(argv: list[str] | None = None) -> int:
             SHUFFLE_SEED if shuffled else None,
         )
         for config_name in configs:
-            if config_name == "pairs-when-unsure":
-                started = time.thread_time()
-                result = pairs_when_unsure(examples, ModelConfig().to_engine())
-                cpu = time.thread_time() - started
-                result = {
-                    "stream": name,
-                    "config": config_name,
-                    **result,
-                    "score_train_cpu_ms": 1000 * cpu / max(len(examples), 1),
-                    "tokenize_cpu_ms": tokenize["default"],
-                }
-                results.append(result)
-                print(json.dumps(result), flush=True)
-                if args.json:
-                    args.json.write_text(json.dumps(results, indent=1))
-                continue
             transform, options, train_mode = CONFIGS[config_name]
             config = ModelConfig(**options).to_engine()
             chosen = transform(examples)

@@ -104,3 +104,12 @@ def test_the_token_families_are_flags_that_leave_their_tokens_out(corpus: Path) 
     assert every > no_pairs > words
     assert refused.returncode == 2
     assert "--word-pairs" in refused.stderr
+
+
+@pytest.mark.slow  # two spamsift processes
+def test_pairs_when_unsure_is_a_flag_that_stores_fewer_pairs(corpus: Path) -> None:
+    every = online_vocabulary(corpus)
+    when_unsure = online_vocabulary(corpus, "--pairs-when-unsure", "true")
+    words = online_vocabulary(corpus, "--word-pairs", "false")
+
+    assert every > when_unsure > words
