@@ -62,9 +62,9 @@ class NaiveBayesConfig:
     bogofilter); no model option sets it. `rf_evidence_cap`: a message's voting tokens count as
     at most this many independent ones (Brown's correction, `scorers/robinson_fisher.py`).
     `excluded_prefixes`: tokens starting with one of these are not in V (the service leaves
-    out a derived token family that is off). `learned_when_unsure`: prefixes of the tokens a
-    trained message adds only when the model did not already give it its label (see
-    `not_learned`).
+    out a derived token family that is off). `sure_left_out`: prefixes of the tokens a trained
+    message does not add when the model was already at least `sure_log_odds` sure of its
+    label (see `not_learned`).
     """
 
     event_model: EventModel
@@ -74,7 +74,8 @@ class NaiveBayesConfig:
     max_vocab: int | None
     stop_words: frozenset[str]
     excluded_prefixes: tuple[str, ...] = ()
-    learned_when_unsure: tuple[str, ...] = ()
+    sure_left_out: tuple[str, ...] = ()
+    sure_log_odds: float | None = None
     rf_strength: float
     rf_assumed: float
     rf_min_dev: float
@@ -102,10 +103,12 @@ class NaiveBayesConfig:
             isinstance(prefix, str) and prefix for prefix in self.excluded_prefixes
         ):
             raise ValueError("excluded_prefixes must be a tuple of non-empty strings")
-        if not isinstance(self.learned_when_unsure, tuple) or not all(
-            isinstance(prefix, str) and prefix for prefix in self.learned_when_unsure
+        if not isinstance(self.sure_left_out, tuple) or not all(
+            isinstance(prefix, str) and prefix for prefix in self.sure_left_out
         ):
-            raise ValueError("learned_when_unsure must be a tuple of non-empty strings")
+            raise ValueError("sure_left_out must be a tuple of non-empty strings")
+        if self.sure_log_odds is not None:
+            _check_number("sure_log_odds", self.sure_log_odds, low=0.0)
         _check_number("rf_strength", self.rf_strength, low=0.0, low_open=True)
         _check_number(
             "rf_assumed", self.rf_assumed, low=0.0, high=1.0, low_open=True, high_open=True
@@ -126,13 +129,14 @@ class NaiveBayesConfig:
                 f"got {self.ham_threshold}"
             )
 
-    def not_learned(self, verdict: str | None, label: str) -> tuple[str, ...]:
-        """The prefixes of the tokens a message trained as `label` does not add, when the
-        model called it `verdict` just before (None: not known): the excluded families, and
-        `learned_when_unsure` once the model gave the message its label already. The words
-        are always learned; what the words did not decide teaches the rest."""
-        if verdict == label:
-            return self.excluded_prefixes + self.learned_when_unsure
+    def not_learned(self, margin: float | None) -> tuple[str, ...]:
+        """The prefixes of the tokens a trained message does not add: the excluded families,
+        and `sure_left_out` when the model's log odds for the message's label just before
+        (`margin`: its label's score less the best other class's; None where the model could
+        not weigh the classes yet) were at least `sure_log_odds`. The words are always
+        learned; the rest is learned where the model was not sure yet."""
+        if margin is not None and self.sure_log_odds is not None and margin >= self.sure_log_odds:
+            return self.excluded_prefixes + self.sure_left_out
         return self.excluded_prefixes
 
 

@@ -147,11 +147,13 @@ def classify_batch(
     return results
 
 
-def current_verdicts(
-    rt: Runtime, model_name: str, prepared: Sequence[PreparedMessage]
-) -> list[str]:
-    """The verdict classify would give each tokenized message now, with nothing recorded:
-    `unsure` while a class has no trained message."""
+def label_margins(
+    rt: Runtime, model_name: str, prepared: Sequence[PreparedMessage], labels: Sequence[str]
+) -> list[float | None]:
+    """How sure the model is now of each tokenized message's label, scored as classify
+    scores it (nothing recorded): the label's score less the best other class's, the log odds
+    of a ham/spam model; None where it cannot weigh the classes yet (a class untrained, or
+    fewer trained messages than min_learns)."""
     view = scoring_view(
         rt.models,
         model_name,
@@ -168,8 +170,15 @@ def current_verdicts(
             min_learns=min_learns_of(rt, view.live),
         )
     except NotTrained:
-        return ["unsure"] * len(prepared)
-    return [result.verdict for result in results]
+        return [None] * len(prepared)
+    return [
+        None if result.warnings else _margin(result.scores, label)
+        for result, label in zip(results, labels, strict=True)
+    ]
+
+
+def _margin(scores: dict[str, float], label: str) -> float:
+    return scores[label] - max(score for name, score in scores.items() if name != label)
 
 
 def _personal_weight(options: dict[str, Any], classes: tuple[str, ...]) -> int:

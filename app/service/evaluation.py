@@ -405,7 +405,8 @@ def score_stream(
         X = scipy.sparse.csr_array(
             (terms, token_ids, np.array([0, len(token_ids)])), shape=(1, table.n_tokens)
         )
-        if table.class_docs.min() == 0:
+        weighed = bool(table.class_docs.min() > 0)
+        if not weighed:
             # Until each class has a message no model can weigh the classes: even odds.
             score, called = 0.0, "unsure"
         else:
@@ -421,7 +422,9 @@ def score_stream(
             or (train_mode == "error" and wrong)
             or (train_mode == "unsure" and called != example.label)
         ):
-            left_out = config.not_learned(called, example.label)
+            # The log odds of its label (the spam log odds, of ham their negative).
+            margin = None if not weighed else (score if example.label == "spam" else -score)
+            left_out = config.not_learned(margin)
             if left_out:
                 if left_out not in prefixed:
                     prefixed[left_out] = table.tokens.starting_with(left_out)

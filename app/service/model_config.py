@@ -120,15 +120,19 @@ class ModelConfig(BaseModel):
         "mail, `html:` tokens); off, none is stored and those stored while on are ignored, so "
         "changing it needs no retraining",
     )
-    # Most word pairs never recur (three quarters of a message's new tokens are pairs): stored
-    # only where the words did not decide, a model holds 1.4-2.4x the tokens of its words
-    # alone instead of 3-11.5x (`python -m bench.lab.families_study`, docs/accuracy.md).
-    pairs_when_unsure: bool = option(
-        False,
+    # Most word pairs never recur (three quarters of a message's new tokens are pairs): learned
+    # only until the model is sure of a message, a model holds fewer of them
+    # (`python -m bench.lab.families_study`, docs/accuracy.md).
+    pairs_until_log_odds: float | None = option(
+        None,
         scope=OptionScope.LEARNING,
-        description="store a trained message's word pairs only when the model did not already "
-        "give it its label (its verdict just before was `unsure` or another class); its "
-        "words and shape are always stored. Acts on the messages trained after it changes",
+        description="store a trained message's word pairs only while the model is less sure "
+        "of its label than this, in log odds (nats) just before training (`null`: always "
+        "store them); its words and shape are always stored, and a model that cannot weigh "
+        "the classes yet (below min_learns) stores them all. Acts on the messages trained "
+        "after it changes",
+        ge=0,
+        le=1e6,
     )
     spam_threshold: float = option(
         0.9,
@@ -243,9 +247,8 @@ class ModelConfig(BaseModel):
                 **options,
                 "stop_words": load_stop_words(self.stop_words),
                 "excluded_prefixes": prefixes_left_out(self.token_families()),
-                "learned_when_unsure": FAMILY_PREFIXES["word_pairs"]
-                if self.pairs_when_unsure and self.word_pairs
-                else (),
+                "sure_left_out": FAMILY_PREFIXES["word_pairs"] if self.word_pairs else (),
+                "sure_log_odds": self.pairs_until_log_odds,
             }
         )
 

@@ -27,7 +27,7 @@ from app.errors import (
 from app.live.held import LiveModel
 from app.live.scoring import find_backing
 from app.live.write import ModelWrite, write_model, write_models
-from app.service.classification import current_verdicts, prepare_messages
+from app.service.classification import label_margins, prepare_messages
 from app.service.messages import Message, PreparedMessage, check_message_id
 from app.service.model_config import parse_config
 from app.service.runtime import Runtime
@@ -96,9 +96,9 @@ class _Item:
     defects: tuple[str, ...] = ()
     body_digest: str | None = None
     attributes: Mapping[str, float] = field(default_factory=dict)  # numeric, name -> value
-    # The verdict the model gave it just before it is trained (None: not known): what the
-    # model learns of it depends on it (`NaiveBayesConfig.not_learned`).
-    verdict: str | None = None
+    # How sure the model was of its label just before it is trained, in log odds (None: not
+    # known): what the model learns of it depends on it (`NaiveBayesConfig.not_learned`).
+    margin: float | None = None
 
 
 def train(rt: Runtime, *, model_name: str, message: Message, label: str) -> TrainResult:
@@ -166,22 +166,24 @@ def _write_prepared(
     """Check each tokenized message (with its class index) has enough tokens, then write them."""
     for index, (message, _) in enumerate(prepared):
         _require_tokens(rt, live, message, f"items[{index}]: " if name_items else "")
-    verdicts = _verdicts_now(rt, live, [message for message, _ in prepared])
+    margins = _margins_now(rt, live, prepared)
     work = [
-        replace(_item_from_prepared(message, class_index), verdict=verdict)
-        for (message, class_index), verdict in zip(prepared, verdicts, strict=True)
+        replace(_item_from_prepared(message, class_index), margin=margin)
+        for (message, class_index), margin in zip(prepared, margins, strict=True)
     ]
     return _write(rt, live, work, events={Event.TRAINED: 0})
 
 
-def _verdicts_now(
-    rt: Runtime, live: LiveModel, messages: Sequence[PreparedMessage]
-) -> list[str | None]:
-    """What the model calls each message now, where what it learns of them depends on it
-    (a model storing word pairs only when unsure); else None, and nothing is scored."""
-    if not live.config.learned_when_unsure:
-        return [None] * len(messages)
-    return list(current_verdicts(rt, live.name, messages))
+def _margins_now(
+    rt: Runtime, live: LiveModel, prepared: Sequence[tuple[PreparedMessage, int]]
+) -> list[float | None]:
+    """How sure the model is now of each message's label, where what it learns of them
+    depends on it (`pairs_until_log_odds`); else None, and nothing is scored."""
+    if live.config.sure_log_odds is None or not live.config.sure_left_out:
+        return [None] * len(prepared)
+    messages = [message for message, _ in prepared]
+    labels = [live.classes[class_index] for _, class_index in prepared]
+    return label_margins(rt, live.name, messages, labels)
 
 
 def apply_feedback(
@@ -268,14 +270,14 @@ def _apply_feedback(
         )
         _require_tokens(rt, live, prepared)
         key, verdict = _known_as(rt, live, prepared)
-        # Not classified within the retention period: what the model calls it now.
-        called = verdict if verdict is not None else _verdicts_now(rt, live, [prepared])[0]
-        item = _item_from_prepared(prepared, class_index)
-        items = [replace(item, message_key=key, verdict=called)]
+        (margin,) = _margins_now(rt, live, [(prepared, class_index)])
+        items = [
+            replace(_item_from_prepared(prepared, class_index), message_key=key, margin=margin)
+        ]
     else:
+        # Only the token ids the model knew are at hand, and every one of them is learned.
         assert message_id is not None
         items, verdict = _items_for_message_id(rt, live, message_id, class_index, backing)
-        items = [replace(item, verdict=verdict) for item in items]
     events: dict[str, int] = {Event.FEEDBACK: 1}
     if backing is None or not live.feedback_trains_backing or not may_train(backing.name):
         result = _write(rt, live, items, events=events, feedback_verdict=verdict)[0]
@@ -462,7 +464,7 @@ def _training(
 def _learned(live: LiveModel, items: list[_Item]) -> list[_Item]:
     """The items with only the tokens `live` learns of them: not those of the derived
     families that are off (its options `word_pairs`, `shape_tokens`), nor, with
-    `pairs_when_unsure`, the word pairs of a message it gave its label already
+    `pairs_until_log_odds`, the word pairs of a message it was sure of already
     (`NaiveBayesConfig.not_learned`).
 
     A message is tokenized with every family whatever the model's options, so that its key
@@ -472,7 +474,7 @@ def _learned(live: LiveModel, items: list[_Item]) -> list[_Item]:
     config = live.config
     learned = []
     for item in items:
-        prefixes = config.not_learned(item.verdict, live.classes[item.class_index])
+        prefixes = config.not_learned(item.margin)
         learned.append(_item_without(live, item, prefixes) if prefixes else item)
     return learned
 

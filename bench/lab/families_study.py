@@ -19,10 +19,11 @@ and without the families is measured on every `--tokenize-step`-th message.
 
 Configurations: default (pairs and shape), no-pairs, no-shape, words (neither),
 pairs-seen-twice (a pair is stored and scored only from the second message that has it, as a
-writer that keeps pairs only where they recur would), pairs-when-unsure (the model option:
-every message's words trained, its pairs only when the model did not give it its label, as
-the service's writer does), toe (train on error)
-and tum (train until no error: on error and on unsure verdicts), both with every family.
+writer that keeps pairs only where they recur would), pairs-when-unsure and pairs-until-N (the
+model option `pairs_until_log_odds`: every message's words trained, its pairs only while the
+model's log odds for its label were below N, 2.2 being the default verdict threshold, 0.9),
+toe (train on error) and tum (train until no error: on error and on unsure verdicts), both
+with every family.
 """
 
 from __future__ import annotations
@@ -84,7 +85,9 @@ CONFIGS: dict[str, tuple[Callable[[list[Example]], list[Example]], dict[str, Any
     "no-shape": (without(SHAPE), {"shape_tokens": False}, "all"),
     "words": (without(PAIRS + SHAPE), {"word_pairs": False, "shape_tokens": False}, "all"),
     "pairs-seen-twice": (pairs_seen_twice, {}, "all"),
-    "pairs-when-unsure": (list, {"pairs_when_unsure": True}, "all"),
+    "pairs-when-unsure": (list, {"pairs_until_log_odds": 2.2}, "all"),
+    "pairs-until-8": (list, {"pairs_until_log_odds": 8}, "all"),
+    "pairs-until-20": (list, {"pairs_until_log_odds": 20}, "all"),
     "toe": (list, {}, "error"),
     "tum": (list, {}, "unsure"),
 }

@@ -1,6 +1,6 @@
-"""`pairs_when_unsure`: a trained message's word pairs are stored only when the model did not
-already give it its label; its words always. The service's writer stores exactly what the
-evaluation's reference stream (`score_stream`) learns, message by message."""
+"""`pairs_until_log_odds`: a trained message's word pairs are stored only while the model is
+less sure of its label than that; its words always. The service's writer stores exactly what
+the evaluation's reference stream (`score_stream`) learns, message by message."""
 
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ from tests.builders import HAM_WORDS, SHARED_WORDS, SPAM_WORDS, counts_from_ledg
 from tests.cores import TOKEN_CORE
 
 PAIRS = FAMILY_PREFIXES["word_pairs"]
-# min_learns 0: verdicts are the scorer's from the first message of each class on, as the
-# reference stream's.
-OPTIONS: dict[str, Any] = {"pairs_when_unsure": True, "min_learns": 0}
+# min_learns 0: the model weighs the classes from the first message of each on, as the
+# reference stream does. These short texts' log odds stay within a few nats.
+SURE = 1.5
+OPTIONS: dict[str, Any] = {"pairs_until_log_odds": SURE, "min_learns": 0}
 
 
 def stream(n: int, seed: int = 7) -> list[tuple[str, str]]:
@@ -47,21 +48,23 @@ def words_of(text: str) -> list[str]:
     return [token for token in tokens_of(text) if not token.startswith(PAIRS)]
 
 
-def verdict_now(client: TestClient, model: str, text: str) -> str:
+def margin_now(client: TestClient, model: str, label: str, text: str) -> float | None:
+    """The model's log odds for `label` now; None while a class has no trained message."""
     response = client.post(f"/v1/models/{model}/classify", json={"text": text})
-    if response.status_code == 409:  # a class has no trained message yet: no model weighs them
-        return "unsure"
+    if response.status_code == 409:
+        return None
     assert response.status_code == 200, response.text
-    verdict: str = response.json()["verdict"]
-    return verdict
+    scores = response.json()["scores"]
+    other = "ham" if label == "spam" else "spam"
+    return float(scores[label] - scores[other])
 
 
 def test_the_writer_stores_what_the_reference_stream_learns(client: TestClient) -> None:
     examples = stream(80)
     client.post("/v1/models", json={"name": "m", **OPTIONS})
-    verdicts, stored = [], []
+    margins, stored = [], []
     for label, text in examples:
-        verdicts.append(verdict_now(client, "m", text))
+        margins.append(margin_now(client, "m", label, text))
         response = client.post("/v1/models/m/train", json={"label": label, "text": text})
         assert response.status_code == 200, response.text
         stored.append(response.json()["tokens"])
@@ -75,36 +78,45 @@ def test_the_writer_stores_what_the_reference_stream_learns(client: TestClient) 
     )
     vocabulary = client.get("/v1/models/m/stats").json()["vocabulary"]
 
-    assert verdicts == reference.verdicts
-    called_right = [v == label for v, (label, _) in zip(verdicts, examples, strict=True)]
-    assert 10 < sum(called_right) < len(examples) - 10  # both kinds of message, many of each
-    for right, (_, text), count in zip(called_right, examples, stored, strict=True):
-        assert count == (len(words_of(text)) if right else len(tokens_of(text)))
+    seen: set[str] = set()
+    expected: list[float | None] = []
+    for score, (label, _) in zip(reference.scores, examples, strict=True):
+        weighed = len(seen) == 2  # until both classes have a message, no model weighs them
+        expected.append((score if label == "spam" else -score) if weighed else None)
+        seen.add(label)
+    assert [m is None for m in margins] == [e is None for e in expected]
+    weighed_margins = [(m, e) for m, e in zip(margins, expected, strict=True) if e is not None]
+    for margin, reference_margin in weighed_margins:
+        assert margin == pytest.approx(reference_margin, rel=1e-9, abs=1e-9)
+    sure = [margin is not None and margin >= SURE for margin in margins]
+    assert 10 < sum(sure) < len(examples) - 10  # both kinds of message, many of each
+    for is_sure, (_, text), count in zip(sure, examples, stored, strict=True):
+        assert count == (len(words_of(text)) if is_sure else len(tokens_of(text)))
     assert vocabulary["tokens"] == reference.stored_tokens
 
 
 def test_off_by_default_pairs_always_stored(client: TestClient) -> None:
     created = client.post("/v1/models", json={"name": "m", "min_learns": 0}).json()
-    refused = client.post("/v1/models", json={"name": "x", "pairs_when_unsure": "maybe"})
+    refused = client.post("/v1/models", json={"name": "x", "pairs_until_log_odds": -1})
     for label, text in stream(30):
         trained = client.post("/v1/models/m/train", json={"label": label, "text": text})
         assert trained.json()["tokens"] == len(tokens_of(text))
 
-    assert created["config"]["pairs_when_unsure"] is False
+    assert created["config"]["pairs_until_log_odds"] is None
     assert refused.status_code == 422
-    assert "pairs_when_unsure" in refused.text
+    assert "pairs_until_log_odds" in refused.text
 
 
 @pytest.mark.parametrize("route", ["train/batch", "feedback"])
-def test_batches_and_feedback_store_pairs_by_the_verdict_before_them(
+def test_batches_and_feedback_store_pairs_by_how_sure_the_model_was_before(
     client: TestClient, route: str
 ) -> None:
     client.post("/v1/models", json={"name": "m", **OPTIONS})
     for label, text in stream(40):
         client.post("/v1/models/m/train", json={"label": label, "text": text})
-    # Two texts the model calls spam: one reported as spam, one as ham.
+    # Two texts the model is sure are spam: one reported as spam, one as ham.
     agreed, corrected = ("spam", " ".join(SPAM_WORDS[:12])), ("ham", " ".join(SPAM_WORDS[12:]))
-    before = [verdict_now(client, "m", text) for _, text in (agreed, corrected)]
+    before = [margin_now(client, "m", "spam", text) or 0.0 for _, text in (agreed, corrected)]
 
     if route == "train/batch":
         items = [{"label": label, "text": text} for label, text in (agreed, corrected)]
@@ -118,7 +130,7 @@ def test_batches_and_feedback_store_pairs_by_the_verdict_before_them(
             assert response.status_code == 200, response.text
             counts.append(response.json()["tokens"])
 
-    assert before == ["spam", "spam"]
+    assert min(before) >= SURE
     assert counts == [len(words_of(agreed[1])), len(tokens_of(corrected[1]))]
 
 

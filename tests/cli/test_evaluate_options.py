@@ -107,9 +107,9 @@ def test_the_token_families_are_flags_that_leave_their_tokens_out(corpus: Path) 
 
 
 @pytest.mark.slow  # two spamsift processes
-def test_pairs_when_unsure_is_a_flag_that_stores_fewer_pairs(corpus: Path) -> None:
+def test_pairs_until_log_odds_is_a_flag_that_stores_fewer_pairs(corpus: Path) -> None:
     every = online_vocabulary(corpus)
-    when_unsure = online_vocabulary(corpus, "--pairs-when-unsure", "true")
+    until_sure = online_vocabulary(corpus, "--pairs-until-log-odds", "1.5")
     words = online_vocabulary(corpus, "--word-pairs", "false")
 
-    assert every > when_unsure > words
+    assert every > until_sure > words
