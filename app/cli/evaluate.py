@@ -60,9 +60,6 @@ def add_evaluate_command(commands: argparse._SubParsersAction[argparse.ArgumentP
     evaluate.set_defaults(run=run_evaluate)
 
 
-NULL = "null"  # an option's flag set to `null` (None stands for a flag not given)
-
-
 def add_scoring_flags(evaluate: argparse.ArgumentParser) -> None:
     """One flag per scoring and learning option, from its declaration in ModelConfig."""
     for name, field in evaluated_options().items():
@@ -90,8 +87,6 @@ def _parsing(field: FieldInfo) -> dict[str, Any]:
         return {"choices": get_args(field.annotation)}
     kinds = [kind for kind in get_args(field.annotation) if kind is not NoneType]
     kind = kinds[0] if kinds else field.annotation
-    if kind in (int, float) and len(kinds) < len(get_args(field.annotation)):  # `null` too
-        return {"type": lambda value: NULL if value.lower() == "null" else kind(value)}
     if kind in (int, float):
         return {"type": kind}
     if kind is bool:  # --word-pairs false
@@ -129,7 +124,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         return 3
     # Only the options given on the command line: the rest keep their declared defaults.
     options: dict[str, Any] = {
-        name: None if getattr(args, name) == NULL else getattr(args, name)
+        name: getattr(args, name)
         for name in evaluated_options()
         if name != "event_model" and getattr(args, name) is not None
     }

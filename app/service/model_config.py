@@ -125,14 +125,14 @@ class ModelConfig(BaseModel):
     # holds with every pair, and ranks better on 9 of 12 streams (trec07p-early in delivery
     # order: FNR at FPR <= 0.1 % 2.72 -> 1.77 %), worse on enron4 (1.21x) and within 5 %
     # on two more (`python -m bench.lab.families_study`, docs/accuracy.md).
-    pairs_until_log_odds: float | None = option(
+    pairs_until_log_odds: float = option(
         20.0,
         scope=OptionScope.LEARNING,
         description="store a trained message's word pairs only while the model is less sure "
-        "of its label than this, in log odds (nats) just before training (`null`: always "
-        "store them); its words and shape are always stored, and a model that cannot weigh "
-        "the classes yet (below min_learns) stores them all. Acts on the messages trained "
-        "after it changes",
+        "of its label than this, in log odds (nats) just before training (0: always store "
+        "them); its words and shape are always stored, and a model that cannot weigh the "
+        "classes yet (below min_learns) stores them all. Acts on the messages trained after "
+        "it changes",
         ge=0,
         le=1e6,
     )
@@ -250,7 +250,7 @@ class ModelConfig(BaseModel):
                 "stop_words": load_stop_words(self.stop_words),
                 "excluded_prefixes": prefixes_left_out(self.token_families()),
                 "sure_left_out": FAMILY_PREFIXES["word_pairs"] if self.word_pairs else (),
-                "sure_log_odds": self.pairs_until_log_odds,
+                "sure_log_odds": self.pairs_until_log_odds or None,  # 0: no bound
             }
         )
 

@@ -95,16 +95,18 @@ def test_the_writer_stores_what_the_reference_stream_learns(client: TestClient) 
     assert vocabulary["tokens"] == reference.stored_tokens
 
 
-def test_on_by_default_and_null_stores_every_pair(client: TestClient) -> None:
+def test_on_by_default_and_0_stores_every_pair(client: TestClient) -> None:
     created = client.post("/v1/models", json={"name": "m", "min_learns": 0}).json()
-    always = client.post("/v1/models", json={"name": "a", "pairs_until_log_odds": None}).json()
+    always = client.post("/v1/models", json={"name": "a", "pairs_until_log_odds": 30}).json()
+    turned = client.patch("/v1/models/a", json={"pairs_until_log_odds": 0}).json()
     refused = client.post("/v1/models", json={"name": "x", "pairs_until_log_odds": -1})
     for label, text in stream(30):
         trained = client.post("/v1/models/a/train", json={"label": label, "text": text})
         assert trained.json()["tokens"] == len(tokens_of(text))
 
     assert created["config"]["pairs_until_log_odds"] == 20.0
-    assert always["config"]["pairs_until_log_odds"] is None
+    assert always["config"]["pairs_until_log_odds"] == 30
+    assert turned["config"]["pairs_until_log_odds"] == 0
     assert refused.status_code == 422
     assert "pairs_until_log_odds" in refused.text
 

@@ -108,7 +108,7 @@ def test_the_token_families_are_flags_that_leave_their_tokens_out(corpus: Path) 
 
 @pytest.mark.slow  # two spamsift processes
 def test_pairs_until_log_odds_is_a_flag_that_stores_fewer_pairs(corpus: Path) -> None:
-    every = online_vocabulary(corpus, "--pairs-until-log-odds", "null")
+    every = online_vocabulary(corpus, "--pairs-until-log-odds", "0")
     until_sure = online_vocabulary(corpus, "--pairs-until-log-odds", "1.5")
     words = online_vocabulary(corpus, "--word-pairs", "false")
 
