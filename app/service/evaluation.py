@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
-from typing import Literal
+from typing import Literal, Protocol, TypeVar
 
 import numpy as np
 import scipy.sparse
@@ -210,13 +210,22 @@ def message_features(
     return mail_features(message.raw, max_scan_bytes=limits.max_scan_bytes)
 
 
-def stream_order(examples: Sequence[Example], shuffle_seed: int | None) -> list[Example]:
-    """Return the examples in corpus order (seed None) or in the fixed shuffle of `seed`:
-    sorted by sha256 of "<seed>:<id>", the same on every machine and Python version."""
+class _Identified(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+Identified = TypeVar("Identified", bound=_Identified)
+
+
+def stream_order(examples: Sequence[Identified], shuffle_seed: int | None) -> list[Identified]:
+    """Return the examples (or corpus messages) in corpus order (seed None) or in the fixed
+    shuffle of `seed`: sorted by sha256 of "<seed>:<id>", the same on every machine and Python
+    version."""
     if shuffle_seed is None:
         return list(examples)
 
-    def key(example: Example) -> bytes:
+    def key(example: Identified) -> bytes:
         return hashlib.sha256(f"{shuffle_seed}:{example.id}".encode()).digest()
 
     return sorted(examples, key=key)
