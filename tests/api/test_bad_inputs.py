@@ -198,6 +198,9 @@ def test_a_bad_message_is_answered_as_documented_and_stored_safely(
 def test_line_endings_do_not_change_the_tokens_or_the_score(client: TestClient) -> None:
     """I09: CRLF, LF, CR-only and mixed line endings give one token set and one score."""
     train_examples(client, 3, 3)
+    # Every token stored, however sure the model is after the first variant: each train answer
+    # then counts the message's own tokens.
+    client.patch("/v1/models/default", json={"pairs_until_log_odds": 0})
     answers = [
         client.post("/classify?explain=true", content=raw, headers=RFC822).json()
         for raw in line_ending_variants().values()

@@ -82,10 +82,11 @@ def test_the_accuracy_harness_streams_mail_in_order_beside_its_peers(tmp_path: P
                 <= (stream["spam"])
             )
             assert measured["top_errors"]
-        # spamsift and scikit-learn learn the same tokens: every token trained has a count
-        assert (
-            stream["systems"]["spamsift"]["tokens"] == stream["systems"]["multinomial_nb"]["tokens"]
-        )
+        # scikit-learn learns every token of every message; spamsift all but the word pairs of
+        # messages it was already sure of (pairs_until_log_odds), so no more and most of them
+        spamsift_tokens = stream["systems"]["spamsift"]["tokens"]
+        every_token = stream["systems"]["multinomial_nb"]["tokens"]
+        assert every_token / 2 < spamsift_tokens <= every_token
         assert set(stream["ratio_to_best_peer"]) == {"one_minus_roca_percent", "fnr_at_max_fpr"}
     enron = streams[1]["systems"]["spamsift"]["top_errors"]
     assert all(error["id"].startswith("enron1/") for error in enron)  # one user's mailbox

@@ -30,7 +30,12 @@ from tests.builders import ham_text, spam_text
 from tests.cli.test_evaluate import SPAMSIFT
 from tests.cores import TOKEN_CORE
 
-CONFIG = ModelConfig(event_model="robinson-fisher", stop_words="none").to_engine()
+# Every token learned (`pairs_until_log_odds` 0): these tests rebuild each prefix's model from
+# whole messages; what the writer leaves out when sure has its own tests
+# (tests/api/test_pairs_when_unsure.py, tests/api/test_matches_engine.py).
+CONFIG = ModelConfig(
+    event_model="robinson-fisher", stop_words="none", pairs_until_log_odds=0
+).to_engine()
 
 
 def small_corpus(n: int = 40) -> list[LabelledMessage]:
