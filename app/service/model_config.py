@@ -121,7 +121,7 @@ class ModelConfig(BaseModel):
         "changing it needs no retraining",
     )
     # Most word pairs never recur (three quarters of a message's new tokens are pairs). Learned
-    # only until the model is 20 nats sure of a message, a model holds 0.33-0.97x the tokens it
+    # only until the model is 20 nats sure of a message, a model holds 0.31-0.96x the tokens it
     # holds with every pair, and ranks better on 9 of 12 streams (trec07p-early in delivery
     # order: FNR at FPR <= 0.1 % 2.72 -> 1.77 %), worse on enron4 (1.21x) and within 5 %
     # on two more (`python -m bench.lab.families_study`, docs/accuracy.md).
