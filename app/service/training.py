@@ -432,9 +432,7 @@ def _training(
                     label=live.classes[item.class_index],
                     previous_label=None if previous is None else live.classes[previous],
                     changed=previous != item.class_index,
-                    # What the model holds of it: a message known already keeps what it was
-                    # trained with (it may have learned more of its tokens then).
-                    tokens=len(token_sets[item.message_key][0]),
+                    tokens=len(token_ids),
                     defects=item.defects,
                 )
             )

@@ -56,7 +56,7 @@ from app.config import Settings
 from app.errors import MessageNotFound, NotTrained
 from app.service.classification import classify
 from app.service.messages import Message, message_key, token_digest
-from app.service.models import create_model
+from app.service.models import create_model, update_model
 from app.service.runtime import Runtime
 from app.service.training import apply_feedback, forget, train
 from app.store.engine import Database
@@ -257,7 +257,12 @@ class ModelMachine(RuleBasedStateMachine):
         self.rt = Runtime(config)
         # A second process's view: it syncs through the change feed before every read.
         self.observer = Runtime(config.model_copy(update={"sync_interval_seconds": 1e-9}))
-        create_model(self.rt, name="corp", classes=list(TENANTS["corp"]), config={})
+        # Both models learn every token of what they are trained with (the reference's
+        # model); what a model leaves out once it is sure of a message has its own tests
+        # (tests/api/test_pairs_when_unsure.py).
+        every_token = {"pairs_until_log_odds": 0}
+        update_model(self.rt, name="default", changes=every_token)
+        create_model(self.rt, name="corp", classes=list(TENANTS["corp"]), config=every_token)
         self.refs = {name: Reference(classes) for name, classes in TENANTS.items()}
         self.order = itertools.count()
         OUTCOMES["examples"] += 1
