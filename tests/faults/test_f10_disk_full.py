@@ -23,7 +23,7 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.faults.conftest import StartServer
+from tests.faults.conftest import StartServer, learn_every_token
 from tests.faults.load import compare_with_ledger, message_text
 from tests.faults.servers import PostgresCluster
 
@@ -123,6 +123,7 @@ def test_f10_sqlite_disk_full_during_train(
         path = disk / "spamsift.db"
         shutil.copy(sqlite_template, path)
         url = f"sqlite:///{path}"
+        learn_every_token(url)
         server = start_server(url)
         train_until_full(server.url, url, disk)
         server.stop()
