@@ -109,13 +109,7 @@ def classify_batch(
     # Each message has its time budget: past it, it is scored on what was tokenized in time and
     # carries the defect "time_budget".
     prepared = prepare_messages(rt, messages, "classify", processes=processes)
-    view = scoring_view(
-        rt.models,
-        model_name,
-        lambda: [text for message in prepared for text in message.token_counts],
-        event_model=event_model,
-        personal_weight=_personal_weight,
-    )
+    view = _view_for(rt, model_name, prepared, event_model)
     if view.live.config.gaussian_attributes:
         max_scan_bytes = rt.limits.max_scan_bytes
         prepared = [
@@ -154,15 +148,9 @@ def label_margins(
     scores it (nothing recorded): the label's score less the best other class's, the log odds
     of a ham/spam model; None where it cannot weigh the classes yet (a class untrained, or
     fewer trained messages than min_learns)."""
-    view = scoring_view(
-        rt.models,
-        model_name,
-        lambda: [text for message in prepared for text in message.token_counts],
-        event_model=None,
-        personal_weight=_personal_weight,
-    )
+    view = _view_for(rt, model_name, prepared, None)
     try:
-        results, _ = _score(
+        assessed = _assess(
             view,
             list(prepared),
             event_model=None,
@@ -171,10 +159,30 @@ def label_margins(
         )
     except NotTrained:
         return [None] * len(prepared)
+    if assessed.warnings:
+        return [None] * len(prepared)
+    classes = view.live.classes
     return [
-        None if result.warnings else _margin(result.scores, label)
-        for result, label in zip(results, labels, strict=True)
+        _margin(dict(zip(classes, row, strict=True)), label)
+        for row, label in zip(assessed.scores.tolist(), labels, strict=True)
     ]
+
+
+def _view_for(
+    rt: Runtime,
+    model_name: str,
+    prepared: Sequence[PreparedMessage],
+    event_model: EventModel | None,
+) -> ScoringView:
+    """The counts that score `prepared` on the model (with its backing model's, if any); the
+    messages' token texts are made only where rows must be read by text."""
+    return scoring_view(
+        rt.models,
+        model_name,
+        lambda: [text for message in prepared for text in message.token_counts],
+        event_model=event_model,
+        personal_weight=_personal_weight,
+    )
 
 
 def _margin(scores: dict[str, float], label: str) -> float:
@@ -241,21 +249,35 @@ def _prepare_chunk(
     ]
 
 
-def _score(
+@dataclass(frozen=True)
+class _Assessment:
+    """A batch scored under the model's lock: what classify answers and records is built
+    from it."""
+
+    chosen: EventModel
+    X: Any  # the messages' token counts by the view's token ids (CSR)
+    log_proba: np.ndarray
+    scores: np.ndarray
+    used: np.ndarray
+    clues: list[list[Clue]] | None
+    config: Any
+    warnings: tuple[str, ...]
+
+
+def _assess(
     view: ScoringView,
     prepared: list[PreparedMessage],
     *,
     event_model: EventModel | None,
     explain: bool,
     min_learns: int = 0,
-) -> tuple[list[Classification], list[ClassificationRecord]]:
-    """Score `prepared` on the view's table; the records name the table's token ids."""
+) -> _Assessment:
+    """Score `prepared` on the view's table, under the model's lock."""
     live = view.live
     chosen = event_model or live.config.event_model
     unfit = scorer(chosen).unfit_reason(live.classes)
     if unfit is not None:
         raise InvalidConfig("event_model", unfit)
-    now = datetime.now(UTC)
     with live.lock:
         untrained = [
             c for c, n in zip(live.classes, live.table.class_docs.tolist(), strict=True) if n == 0
@@ -285,16 +307,33 @@ def _score(
             if explain
             else None
         )
-        config = classifier.config
         class_messages = view.class_messages()
         counted = live.table.class_docs.tolist() if class_messages is None else class_messages
         warnings = training_warnings(live.classes, counted, min_learns)
+    return _Assessment(chosen, X, log_proba, scores, used, clues, classifier.config, warnings)
+
+
+def _score(
+    view: ScoringView,
+    prepared: list[PreparedMessage],
+    *,
+    event_model: EventModel | None,
+    explain: bool,
+    min_learns: int = 0,
+) -> tuple[list[Classification], list[ClassificationRecord]]:
+    """Score `prepared` on the view's table; the records name the table's token ids."""
+    now = datetime.now(UTC)
+    assessed = _assess(
+        view, prepared, event_model=event_model, explain=explain, min_learns=min_learns
+    )
+    live = view.live
+    X, log_proba, warnings = assessed.X, assessed.log_proba, assessed.warnings
     results: list[Classification] = []
     records: list[ClassificationRecord] = []
     spam_index = live.classes.index("spam") if "spam" in live.classes else None
     for row, message in enumerate(prepared):
         probabilities = np.exp(log_proba[row])
-        decision = "unsure" if warnings else verdict(probabilities, live.classes, config)
+        decision = "unsure" if warnings else verdict(probabilities, live.classes, assessed.config)
         label = live.classes[int(np.argmax(log_proba[row]))]
         results.append(
             Classification(
@@ -303,12 +342,15 @@ def _score(
                 verdict=decision,
                 probabilities=dict(zip(live.classes, probabilities.tolist(), strict=True)),
                 spam_probability=None if spam_index is None else float(probabilities[spam_index]),
-                scores=dict(zip(live.classes, scores[row].tolist(), strict=True)),
-                event_model=chosen,
-                tokens=int(used[row]),
+                scores=dict(zip(live.classes, assessed.scores[row].tolist(), strict=True)),
+                event_model=assessed.chosen,
+                tokens=int(assessed.used[row]),
                 clues=None
-                if clues is None
-                else [Clue(token=c.token, class_=c.class_, weight=c.weight) for c in clues[row]],
+                if assessed.clues is None
+                else [
+                    Clue(token=c.token, class_=c.class_, weight=c.weight)
+                    for c in assessed.clues[row]
+                ],
                 defects=message.defects,
                 warnings=warnings,
                 models=view.names,

@@ -284,8 +284,10 @@ def _apply_feedback(
         return replace(result, models=(live.name,))
     backing_live = rt.models.get(backing.name)
     backing_items = [_as_texts(live, item) for item in items]
-    personal_work = _training(live, items, events=events, feedback_verdict=verdict)
-    backing_work = _training(backing_live, backing_items, events={Event.TRAINED: 0})
+    personal_work = _training(live, _learned(live, items), events=events, feedback_verdict=verdict)
+    backing_work = _training(
+        backing_live, _learned(backing_live, backing_items), events={Event.TRAINED: 0}
+    )
 
     def work(writes: list[ModelWrite]) -> TrainResult:
         result = personal_work(writes[0])[0]
@@ -378,8 +380,8 @@ def _training(
     events: dict[str, int],
     feedback_verdict: str | None = None,
 ) -> Callable[[ModelWrite], list[TrainResult]]:
-    """What one write to `live` does to train `items` (see `_write`)."""
-    items = _learned(live, items)
+    """What one write to `live` does to train `items`, each holding only the tokens the
+    model learns of it (`_learned`; see `_write`)."""
 
     def work(write: ModelWrite) -> list[TrainResult]:
         conn = write.conn
