@@ -8,11 +8,10 @@ seconds of the server processes serving the bench's database, read from /proc. R
 the databases. To compare two versions of the code, run this on each in turn:
 
     python -m bench.train_path [--runs 3] [--postgres URL] [--json FILE] [--set KEY=VALUE]
-        [--shuffled]
 
-`--set` gives the model an option (repeatable), e.g. `--set pairs_until_log_odds=0`.
-`--shuffled` trains the split in the harness's fixed shuffle (seed 0) instead of its file
-order, where all ham comes first: a model that learns by how sure it is needs both classes.
+`--set` gives the model an option (repeatable), e.g. `--set pairs_until_log_odds=0`. The
+split's messages come in the harness's fixed shuffle (`bench.data.split`), both classes mixed
+as mail arrives.
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app.service.evaluation import stream_order
 from app.service.messages import Message, PreparedMessage
 from app.service.models import update_model
 from app.service.runtime import Runtime
@@ -117,13 +115,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--postgres", default=None, help="server URL (default: the env's)")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--set", action="append", default=[], help="model option key=value")
-    parser.add_argument("--shuffled", action="store_true", help="the split shuffled (seed 0)")
     args = parser.parse_args(argv)
     options = options_from(args.set)
     postgres = postgres_server_url(args.postgres)
     kinds = ["sqlite"] + (["postgresql"] if postgres else [])
     train = data.split("spamassassin").train
-    train = stream_order(train, 0) if args.shuffled else train
     messages = [(Message(raw=m.raw, text=m.text, message_id=m.id), m.label) for m in train]
     items = prepare_all(messages[: WARM + TIMED])
     runs: dict[str, list[dict[str, float]]] = {kind: [] for kind in kinds}
@@ -135,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "warm": WARM,
         "timed": TIMED,
         "options": options,
-        "order": "shuffled, seed 0" if args.shuffled else "file order",
+        "order": "shuffled, seed 0",
         "load": os.getloadavg()[0],
     }
     for kind, timings in runs.items():
