@@ -22,6 +22,8 @@ pairs-seen-twice (a pair is stored and scored only from the second message that 
 writer that keeps pairs only where they recur would), pairs-when-unsure and pairs-until-N (the
 model option `pairs_until_log_odds`: every message's words trained, its pairs only while the
 model's log odds for its label were below N, 2.2 being the default verdict threshold, 0.9),
+seen-twice-until-20 (both: a pair from its second message, and only while the model was less
+than 20 nats sure of that message's label),
 toe (train on error) and tum (train until no error: on error and on unsure verdicts), both
 with every family.
 """
@@ -88,6 +90,7 @@ CONFIGS: dict[str, tuple[Callable[[list[Example]], list[Example]], dict[str, Any
     "pairs-when-unsure": (list, {"pairs_until_log_odds": 2.2}, "all"),
     "pairs-until-8": (list, {"pairs_until_log_odds": 8}, "all"),
     "pairs-until-20": (list, {"pairs_until_log_odds": 20}, "all"),
+    "seen-twice-until-20": (pairs_seen_twice, {"pairs_until_log_odds": 20}, "all"),
     "toe": (list, {}, "error"),
     "tum": (list, {}, "unsure"),
 }
