@@ -19,7 +19,8 @@ and without the families is measured on every `--tokenize-step`-th message.
 
 Configurations: default (pairs and shape), no-pairs, no-shape, words (neither),
 pairs-seen-twice (a pair is stored and scored only from the second message that has it, as a
-writer that keeps pairs only where they recur would), pairs-when-unsure and pairs-until-N (the
+writer that keeps pairs only where they recur would; every such pair learned),
+pairs-when-unsure and pairs-until-N (the
 model option `pairs_until_log_odds`: every message's words trained, its pairs only while the
 model's log odds for its label were below N, 2.2 being the default verdict threshold, 0.9),
 seen-twice-until-20 (both: a pair from its second message, and only while the model was less
@@ -86,7 +87,7 @@ CONFIGS: dict[str, tuple[Callable[[list[Example]], list[Example]], dict[str, Any
     "no-pairs": (without(PAIRS), {"word_pairs": False}, "all"),
     "no-shape": (without(SHAPE), {"shape_tokens": False}, "all"),
     "words": (without(PAIRS + SHAPE), {"word_pairs": False, "shape_tokens": False}, "all"),
-    "pairs-seen-twice": (pairs_seen_twice, {}, "all"),
+    "pairs-seen-twice": (pairs_seen_twice, {"pairs_until_log_odds": 0}, "all"),
     "pairs-when-unsure": (list, {"pairs_until_log_odds": 2.2}, "all"),
     "pairs-until-8": (list, {"pairs_until_log_odds": 8}, "all"),
     "pairs-until-20": (list, {"pairs_until_log_odds": 20}, "all"),
