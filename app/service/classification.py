@@ -19,9 +19,11 @@ from itertools import chain
 from typing import Annotated, Any, Literal
 
 import numpy as np
+import scipy.sparse
 from pydantic import ConfigDict, Field
 
-from app.bayes.naive_bayes import Clue, verdict
+from app.bayes.counts import FloatArray, IntArray
+from app.bayes.naive_bayes import Clue, NaiveBayesConfig, verdict
 from app.bayes.scorers import EventModel, scorer
 from app.errors import InvalidConfig, NotTrained
 from app.live.held import LiveModel
@@ -255,12 +257,12 @@ class _Assessment:
     from it."""
 
     chosen: EventModel
-    X: Any  # the messages' token counts by the view's token ids (CSR)
-    log_proba: np.ndarray
-    scores: np.ndarray
-    used: np.ndarray
+    X: scipy.sparse.csr_array  # the messages' token counts by the view's token ids
+    log_proba: FloatArray
+    scores: FloatArray  # each class's score (joint log-likelihood), a row per message
+    used: IntArray  # tokens of each message the model knows
     clues: list[list[Clue]] | None
-    config: Any
+    config: NaiveBayesConfig
     warnings: tuple[str, ...]
 
 
