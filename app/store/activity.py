@@ -8,7 +8,7 @@ from enum import StrEnum
 
 from sqlalchemy import Connection, func, select
 
-from app.store.dialect import upsert
+from app.store.dialect import PrebuiltUpsert
 from app.store.models import as_utc
 from app.store.tables import activity
 
@@ -45,12 +45,14 @@ def add_activity(
     ]
     if not rows:
         return
-    statement = upsert(conn, activity)
-    statement = statement.on_conflict_do_update(
-        index_elements=[activity.c.model_id, activity.c.hour, activity.c.event],
-        set_={"count": activity.c.count + statement.excluded.count},
-    )
-    conn.execute(statement, rows)
+    conn.execute(_ADD_ACTIVITY(conn), rows)
+
+
+_ADD_ACTIVITY = PrebuiltUpsert(
+    activity,
+    ("model_id", "hour", "event"),
+    lambda statement: {"count": activity.c.count + statement.excluded.count},
+)
 
 
 def sum_activity(conn: Connection, model_id: int, *, since: datetime | None) -> dict[str, int]:

@@ -15,7 +15,7 @@ from fractions import Fraction
 from sqlalchemy import Connection, delete, insert, select
 
 from app.bayes.attributes import AttributeCell, AttributeSums, MomentsDelta
-from app.store.dialect import upsert
+from app.store.dialect import PrebuiltUpsert
 from app.store.tables import attribute_sums
 
 _KEY = ("model_id", "name", "class_index")
@@ -54,17 +54,16 @@ def add_attribute_sums(
                 "generation": generation,
             }
         )
-    statement = upsert(conn, attribute_sums)
-    conn.execute(
-        statement.on_conflict_do_update(
-            index_elements=list(_KEY),
-            set_={
-                column: statement.excluded[column]
-                for column in ("n", "total", "squares", "generation")
-            },
-        ),
-        rows,
-    )
+    conn.execute(_SET_ATTRIBUTE_SUMS(conn), rows)
+
+
+_SET_ATTRIBUTE_SUMS = PrebuiltUpsert(
+    attribute_sums,
+    _KEY,
+    lambda statement: {
+        column: statement.excluded[column] for column in ("n", "total", "squares", "generation")
+    },
+)
 
 
 def read_attribute_cells(

@@ -281,14 +281,27 @@ def add_class_totals(
     conn: Connection, model_id: int, *, class_docs: Iterable[int], class_terms: Iterable[int]
 ) -> None:
     """Add per-class message and term deltas atomically."""
-    for class_index, (docs, terms) in enumerate(zip(class_docs, class_terms, strict=True)):
-        if docs == 0 and terms == 0:
-            continue
-        conn.execute(
-            update(class_totals)
-            .where(class_totals.c.model_id == model_id, class_totals.c.class_index == class_index)
-            .values(docs=class_totals.c.docs + docs, terms=class_totals.c.terms + terms)
-        )
+    changes = [
+        {"b_model_id": model_id, "b_class_index": class_index, "b_docs": docs, "b_terms": terms}
+        for class_index, (docs, terms) in enumerate(zip(class_docs, class_terms, strict=True))
+        if docs or terms
+    ]
+    if changes:
+        conn.execute(_ADD_CLASS_TOTALS, changes)
+
+
+# Built once (every write runs it): see `PrebuiltUpsert`.
+_ADD_CLASS_TOTALS = (
+    update(class_totals)
+    .where(
+        class_totals.c.model_id == bindparam("b_model_id"),
+        class_totals.c.class_index == bindparam("b_class_index"),
+    )
+    .values(
+        docs=class_totals.c.docs + bindparam("b_docs"),
+        terms=class_totals.c.terms + bindparam("b_terms"),
+    )
+)
 
 
 def read_class_totals(conn: Connection, model_id: int, n_classes: int) -> tuple[IntArray, IntArray]:

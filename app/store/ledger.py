@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import Connection, bindparam, delete, func, insert, or_, select, update
+from sqlalchemy import Connection, Select, bindparam, delete, func, insert, or_, select, update
 
 from app.store.models import as_utc
 from app.store.tables import classifications, trained_messages
@@ -62,15 +63,23 @@ def find_trained(
     found: dict[str, StoredMessage] = {}
     for start in range(0, len(message_keys), LOOKUP_CHUNK):
         chunk = list(message_keys[start : start + LOOKUP_CHUNK])
-        rows = conn.execute(
-            select(trained_messages).where(
-                trained_messages.c.model_id == model_id,
-                trained_messages.c.message_key.in_(chunk),
-            )
-        )
+        rows = conn.execute(_TRAINED_BY_KEYS, {"b_model_id": model_id, "b_keys": chunk})
         for row in rows:
             found[row.message_key] = _stored(row, row.class_index)
     return found
+
+
+# The ledger's statements every write or click runs, built once (see
+# `app.store.dialect.PrebuiltUpsert`).
+_TRAINED_BY_KEYS = select(trained_messages).where(
+    trained_messages.c.model_id == bindparam("b_model_id"),
+    trained_messages.c.message_key.in_(bindparam("b_keys", expanding=True)),
+)
+_TRAINED_BY_BODY = select(trained_messages).where(
+    trained_messages.c.model_id == bindparam("b_model_id"),
+    trained_messages.c.message_id == bindparam("b_message_id"),
+    trained_messages.c.body_digest == bindparam("b_body_digest"),
+)
 
 
 def find_trained_by_message_id(
@@ -93,11 +102,8 @@ def find_trained_by_body(
 ) -> StoredMessage | None:
     """The trained message with `message_id` and this body digest (another copy of it)."""
     rows = conn.execute(  # the first by message_key, chosen here: see above
-        select(trained_messages).where(
-            trained_messages.c.model_id == model_id,
-            trained_messages.c.message_id == message_id,
-            trained_messages.c.body_digest == body_digest,
-        )
+        _TRAINED_BY_BODY,
+        {"b_model_id": model_id, "b_message_id": message_id, "b_body_digest": body_digest},
     ).all()
     row = min(rows, key=lambda row: str(row.message_key), default=None)
     return None if row is None else _stored(row, row.class_index)
@@ -109,7 +115,7 @@ def insert_trained(
     if not messages:
         return
     conn.execute(
-        insert(trained_messages),
+        _INSERT_TRAINED,
         [
             {
                 "model_id": model_id,
@@ -125,6 +131,9 @@ def insert_trained(
             for message in messages
         ],
     )
+
+
+_INSERT_TRAINED = insert(trained_messages)
 
 
 def relabel_trained(
@@ -224,17 +233,17 @@ def find_classification(
 ) -> ClassificationRecord | None:
     """Return the newest classification of `message_id` made at or after `since`; with
     `message_key`, only that message's or (with `body_digest`) another copy's of it."""
-    query = select(classifications).where(
-        classifications.c.model_id == model_id,
-        classifications.c.message_id == message_id,
-        classifications.c.classified_at >= since,
-    )
+    matching: dict[str, object] = {
+        "b_model_id": model_id,
+        "b_message_id": message_id,
+        "b_since": since,
+    }
     if message_key is not None:
-        same = classifications.c.message_key == message_key
+        matching["b_message_key"] = message_key
         if body_digest is not None:
-            same = or_(same, classifications.c.body_digest == body_digest)
-        query = query.where(same)
-    row = conn.execute(query.order_by(classifications.c.classified_at.desc()).limit(1)).first()
+            matching["b_body_digest"] = body_digest
+    query = _NEWEST_CLASSIFICATION["b_message_key" in matching, "b_body_digest" in matching]
+    row = conn.execute(query, matching).first()
     if row is None:
         return None
     return ClassificationRecord(
@@ -246,6 +255,28 @@ def find_classification(
         classified_at=as_utc(row.classified_at),
         body_digest=row.body_digest,
     )
+
+
+def _newest_classification(*, of_key: bool, or_body: bool) -> Select[Any]:
+    query = select(classifications).where(
+        classifications.c.model_id == bindparam("b_model_id"),
+        classifications.c.message_id == bindparam("b_message_id"),
+        classifications.c.classified_at >= bindparam("b_since"),
+    )
+    if of_key:
+        same = classifications.c.message_key == bindparam("b_message_key")
+        if or_body:
+            same = or_(same, classifications.c.body_digest == bindparam("b_body_digest"))
+        query = query.where(same)
+    return query.order_by(classifications.c.classified_at.desc()).limit(1)
+
+
+# By (of a message key, or another copy's body digest).
+_NEWEST_CLASSIFICATION = {
+    (False, False): _newest_classification(of_key=False, or_body=False),
+    (True, False): _newest_classification(of_key=True, or_body=False),
+    (True, True): _newest_classification(of_key=True, or_body=True),
+}
 
 
 def expire_classifications(conn: Connection, *, before: datetime, limit: int | None = None) -> int:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.errors import ModelExists, ModelNotFound
@@ -296,15 +296,33 @@ class LockedModelRow:
         """Store the generation and the changes in the row's one UPDATE of this write."""
         # Increments, not the values read: the same under the lock, and exact without it.
         conn.execute(
-            update(models)
-            .where(models.c.id == self.model_id)
-            .values(
-                generation=models.c.generation + 1,
-                n_tokens=models.c.n_tokens + self._allocated,
-                vocabulary=models.c.vocabulary + self._vocabulary_change,
-                epoch=models.c.epoch + int(self._epoch_bumped),
-            )
+            _SAVE_WRITE,
+            {
+                "b_id": self.model_id,
+                "b_tokens": self._allocated,
+                "b_vocabulary": self._vocabulary_change,
+                "b_epoch": int(self._epoch_bumped),
+            },
         )
+
+
+# The statements every write runs, built once (see `app.store.dialect.PrebuiltUpsert`).
+_SAVE_WRITE = (
+    update(models)
+    .where(models.c.id == bindparam("b_id"))
+    .values(
+        generation=models.c.generation + 1,
+        n_tokens=models.c.n_tokens + bindparam("b_tokens"),
+        vocabulary=models.c.vocabulary + bindparam("b_vocabulary"),
+        epoch=models.c.epoch + bindparam("b_epoch"),
+    )
+)
+_LOCK_ROW = (
+    select(models.c.generation, models.c.n_tokens, models.c.vocabulary)
+    .where(models.c.id == bindparam("b_id"), models.c.created_at == bindparam("b_created_at"))
+    .with_for_update(key_share=True)
+)
+_LOCK_ROW_OF_EPOCH = _LOCK_ROW.where(models.c.epoch == bindparam("b_epoch"))
 
 
 def lock_model_row(
@@ -320,14 +338,11 @@ def lock_model_row(
     With `epoch`, also ModelNotFound when tokens expired since the caller read the model (its
     copy must be read again).
     """
-    matching = [models.c.id == model_id, models.c.created_at == created_at]
-    if epoch is not None:
-        matching.append(models.c.epoch == epoch)
-    row = conn.execute(
-        select(models.c.generation, models.c.n_tokens, models.c.vocabulary)
-        .where(*matching)
-        .with_for_update(key_share=True)
-    ).first()
+    matching: dict[str, object] = {"b_id": model_id, "b_created_at": created_at}
+    if epoch is None:
+        row = conn.execute(_LOCK_ROW, matching).first()
+    else:
+        row = conn.execute(_LOCK_ROW_OF_EPOCH, {**matching, "b_epoch": epoch}).first()
     if row is None:
         raise ModelNotFound(f"model {model_id} was deleted")
     return LockedModelRow(
