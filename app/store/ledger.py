@@ -75,6 +75,10 @@ _TRAINED_BY_KEYS = select(trained_messages).where(
     trained_messages.c.model_id == bindparam("b_model_id"),
     trained_messages.c.message_key.in_(bindparam("b_keys", expanding=True)),
 )
+_TRAINED_BY_ID = select(trained_messages).where(
+    trained_messages.c.model_id == bindparam("b_model_id"),
+    trained_messages.c.message_id == bindparam("b_message_id"),
+)
 _TRAINED_BY_BODY = select(trained_messages).where(
     trained_messages.c.model_id == bindparam("b_model_id"),
     trained_messages.c.message_id == bindparam("b_message_id"),
@@ -88,11 +92,7 @@ def find_trained_by_message_id(
     # Sorted here, not by ORDER BY message_key: SQLite then walks the primary key (model_id,
     # message_key), every trained message of the model, instead of the message_id index:
     # 38 ms a feedback request on a model of 4,868 messages, under 0.1 ms this way.
-    rows = conn.execute(
-        select(trained_messages).where(
-            trained_messages.c.model_id == model_id, trained_messages.c.message_id == message_id
-        )
-    )
+    rows = conn.execute(_TRAINED_BY_ID, {"b_model_id": model_id, "b_message_id": message_id})
     found = [_stored(row, row.class_index) for row in rows]
     return sorted(found, key=lambda message: message.message_key)
 
@@ -140,12 +140,24 @@ def relabel_trained(
     conn: Connection, model_id: int, message_key: str, class_index: int, *, trained_at: datetime
 ) -> None:
     conn.execute(
-        update(trained_messages)
-        .where(
-            trained_messages.c.model_id == model_id, trained_messages.c.message_key == message_key
-        )
-        .values(class_index=class_index, trained_at=trained_at)
+        _RELABEL_TRAINED,
+        {
+            "b_model_id": model_id,
+            "b_message_key": message_key,
+            "b_class_index": class_index,
+            "b_trained_at": trained_at,
+        },
     )
+
+
+_RELABEL_TRAINED = (
+    update(trained_messages)
+    .where(
+        trained_messages.c.model_id == bindparam("b_model_id"),
+        trained_messages.c.message_key == bindparam("b_message_key"),
+    )
+    .values(class_index=bindparam("b_class_index"), trained_at=bindparam("b_trained_at"))
+)
 
 
 def delete_trained(conn: Connection, model_id: int, message_keys: Sequence[str]) -> None:
