@@ -65,7 +65,9 @@ class TokenLimits:
         """Refuse a flood before the write takes the model's lock: the tokens of `texts` the
         held copy does not know (a copy a little behind counts a few too many, so only what
         passes the bound by far is refused here; the write checks exactly)."""
-        if self.new_per_write:
+        # Fewer texts than the refusal's threshold can never pass it: no lookup (a click's
+        # few hundred tokens, any batch but a flood).
+        if self.new_per_write and len(texts) > 2 * self.new_per_write:
             distinct = list(dict.fromkeys(texts))
             with live.lock:
                 unknown = int(np.count_nonzero(live.table.lookup(distinct, exact=True) < 0))
