@@ -23,6 +23,7 @@ library in one warning at start (app/serving.py).
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
 import random
@@ -30,7 +31,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack, contextmanager
 from typing import Any, Literal, TypeVar
 
 from sqlalchemy import Connection, create_engine, event
@@ -408,5 +409,17 @@ def trim_heap() -> None:
     resident (server RSS 375 MB -> 300 MB with a trim after it). Nothing to do where there is
     no glibc.
     """
-    with suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
+@functools.cache
+def _libc() -> Any:
+    """glibc, loaded once (each load makes a few objects that only the cyclic garbage
+    collector frees); None where there is none, or no malloc_trim."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+    return libc if hasattr(libc, "malloc_trim") else None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -138,6 +140,37 @@ def test_models_beyond_the_memory_budget_are_evicted_and_still_classify(
         assert rt.models.held(names[-1]) is not None  # the most recently used stay
         assert rt.models.held(names[0]) is None
     finally:
+        rt.close()
+
+
+def test_an_evicted_model_is_freed_at_once_not_by_the_cyclic_collector(
+    settings: Settings,
+) -> None:
+    """A model that referred to itself through its parts (the classifier and its scorings)
+    was freed only by the garbage collector's rare full passes: a server loading and evicting
+    many models held hundreds of MB of them beyond its budget."""
+    writer = Runtime(settings)
+    names = [f"user{i}.example" for i in range(3)]
+    for name in names:
+        create_model(writer, name=name, classes=None, config={})
+        train_examples(writer, 4, 4, model=name)
+    one_model = writer.models.get(names[0]).size_bytes()
+    writer.close()
+    rt = Runtime(settings.model_copy(update={"live_models_max_mb": 1.5 * one_model / 2**20}))
+    gc.collect()
+    gc.disable()  # what the collector would free is then still there to see
+    try:
+        parts = []
+        for name in names:
+            live = rt.models.get(name)
+            classify(rt, model_name=name, message=Message(text=spam_text(50)))  # its scorings
+            parts.append((weakref.ref(live.classifier), weakref.ref(live.table)))
+            del live
+        assert rt.models.figures().evictions == 2
+        assert [classifier() is None for classifier, _ in parts] == [True, True, False]
+        assert [table() is None for _, table in parts] == [True, True, False]
+    finally:
+        gc.enable()
         rt.close()
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import enum
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, cast
@@ -164,7 +165,12 @@ class Scoring(abc.ABC):
     """
 
     def __init__(self, model: Model) -> None:
-        self.model = model
+        # A proxy, not a reference: the classifier keeps its scorings, and a scoring that
+        # referred back to it would make each model a reference cycle, freed only by the
+        # cyclic garbage collector's rare full passes. A server that loads and evicts many
+        # models in turn then held hundreds of MB of evicted models (1.4 GB over a 64 MB
+        # budget among 10,000 mailboxes).
+        self.model: Model = weakref.proxy(model)
 
     def warm(self) -> None:
         """Build the caches now (else the first score builds them)."""
