@@ -290,7 +290,7 @@ def add_class_totals(
         conn.execute(_ADD_CLASS_TOTALS, changes)
 
 
-# Built once (every write runs it): see `PrebuiltUpsert`.
+# Built once (every write runs it): see `app.store.dialect.PrebuiltUpsert`.
 _ADD_CLASS_TOTALS = (
     update(class_totals)
     .where(
