@@ -13,9 +13,11 @@ _INSERTS = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
 
 def upsert(conn: Connection, table: Table) -> Any:
     """Return the dialect's `insert` with `on_conflict_do_*` for `table`."""
-    if conn.dialect.name == "postgresql":
-        return postgresql.insert(table)
-    return sqlite.insert(table)
+    return _INSERTS[_dialect(conn)](table)
+
+
+def _dialect(conn: Connection) -> str:
+    return "postgresql" if conn.dialect.name == "postgresql" else "sqlite"
 
 
 class PrebuiltUpsert:
@@ -39,4 +41,4 @@ class PrebuiltUpsert:
 
     def __call__(self, conn: Connection) -> Any:
         """The statement for `conn`'s dialect."""
-        return self._statements["postgresql" if conn.dialect.name == "postgresql" else "sqlite"]
+        return self._statements[_dialect(conn)]

@@ -20,11 +20,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text, update
+from sqlalchemy import create_engine, text
 
+from app.config import Settings
+from app.service.models import update_model
+from app.service.runtime import Runtime
 from app.store.engine import Database
 from app.store.migrate import upgrade_schema
-from app.store.tables import models
 from tests.conftest import empty_postgres
 from tests.faults.servers import PostgresCluster, Server
 
@@ -59,16 +61,11 @@ def learn_every_token(database_url: str) -> None:
     (`pairs_until_log_odds` 0): the fault tests compare its counts with their own tokenizing
     of every acknowledged message. What a model leaves out once it is sure of a message has
     its own tests (tests/api/test_pairs_when_unsure.py)."""
-    db = Database(database_url)
+    rt = Runtime(Settings(database_url=database_url, _env_file=None))  # type: ignore[call-arg]
     try:
-        with db.transaction(write=True) as conn:
-            conn.execute(
-                update(models)
-                .where(models.c.name == "default")
-                .values(config={"pairs_until_log_odds": 0})
-            )
+        update_model(rt, name="default", changes={"pairs_until_log_odds": 0})
     finally:
-        db.dispose()
+        rt.close()
 
 
 @pytest.fixture
