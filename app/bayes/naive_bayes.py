@@ -486,6 +486,7 @@ class Classifier:
                 stop_words=config.stop_words,
                 excluded_prefixes=config.excluded_prefixes,
                 token_ids=token_ids,
+                token_lookup=partial(table.tokens.lookup, exact=True),
             )
             return Changes(token_ids, old_docs, old_terms, in_vocabulary)
         full = self._full_mask()

@@ -429,15 +429,23 @@ class TokenIndex(Sequence[str]):
         self._recent_ids = np.zeros(0, dtype=np.int64)
         self._hashes, self._hash_ids = _inserted(self._hashes, self._hash_ids, hashes, token_ids)
 
-    def starting_with(self, prefixes: tuple[str, ...]) -> NDArray[np.bool_]:
-        """Return which ids' texts start with one of `prefixes`, shape (len,).
+    def starting_with(
+        self, prefixes: tuple[str, ...], token_ids: IntArray | None = None
+    ) -> NDArray[np.bool_]:
+        """Return which ids' texts start with one of `prefixes`: of every id, shape (len,),
+        or of `token_ids` (ids of this index), beside them.
 
         Compared byte by byte in numpy over the text buffer, no `str` made: a million-token
-        model's derived families are found in milliseconds.
+        model's derived families are found in milliseconds, a message's few hundred tokens
+        in microseconds.
         """
-        found = np.zeros(self._size, dtype=np.bool_)
-        starts = self._starts[: self._size].astype(np.int64)
-        lengths = self._lengths[: self._size].astype(np.int64)
+        if token_ids is None:
+            starts = self._starts[: self._size].astype(np.int64)
+            lengths = self._lengths[: self._size].astype(np.int64)
+        else:
+            starts = self._starts[token_ids].astype(np.int64)
+            lengths = self._lengths[token_ids].astype(np.int64)
+        found = np.zeros(starts.size, dtype=np.bool_)
         blob = np.frombuffer(self._blob, dtype=np.uint8)
         try:
             for prefix in prefixes:

@@ -87,14 +87,19 @@ def candidate_mask(
     max_vocab cut.
 
     With token_ids, total_docs and the mask are for those ids only (incremental refresh).
-    With token_lookup (text -> id, -1 if unknown) and all ids, the stop words are looked up
-    rather than every token's text checked: a few hundred lookups instead of a million
-    Python objects made and dropped (time, and memory the allocator keeps).
+    With token_lookup (text -> id, -1 if unknown), the stop words are looked up rather than
+    every token's text checked: a few hundred lookups instead of a million Python objects
+    made and dropped (time, and memory the allocator keeps), or, for the few hundred ids a
+    trained message touched, instead of a text made per id (0.65 ms of a "mark as spam"
+    click's refresh).
     """
     mask = np.asarray(total_docs >= max(min_df, 1), dtype=np.bool_)
-    if stop_words and token_ids is None and token_lookup is not None:
+    if stop_words and token_lookup is not None:
         ids = token_lookup(sorted(stop_words))
-        mask[ids[(ids >= 0) & (ids < mask.size)]] = False
+        if token_ids is None:
+            mask[ids[(ids >= 0) & (ids < mask.size)]] = False
+        else:
+            mask &= ~np.isin(token_ids, ids[ids >= 0])
     elif stop_words:
         positions = np.flatnonzero(mask)
         ids = positions if token_ids is None else token_ids[positions]
@@ -118,9 +123,11 @@ def prefixed(
     """Return which of `size` tokens (ids 0..size-1, or `token_ids`) start with `prefixes`.
 
     A `TokenIndex` compares the bytes of every text at once; other sequences (a handful of
-    tokens, or the ids an incremental refresh touched) are checked text by text.
+    tokens) are checked text by text.
     """
-    if token_ids is None and isinstance(tokens, TokenIndex):
+    if isinstance(tokens, TokenIndex):
+        if token_ids is not None:
+            return tokens.starting_with(prefixes, token_ids)
         found = tokens.starting_with(prefixes)
         return np.concatenate([found, np.zeros(max(size - found.size, 0), np.bool_)])[:size]
     ids = range(min(size, len(tokens))) if token_ids is None else token_ids.tolist()

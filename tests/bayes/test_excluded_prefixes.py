@@ -50,6 +50,18 @@ def test_a_token_index_finds_the_texts_starting_with_prefixes() -> None:
     assert not index.starting_with(()).any()
 
 
+def test_a_token_index_checks_only_the_ids_asked_for() -> None:
+    index = TokenIndex.from_texts(["pair:a b", "size:3", "sizeable", "pa", "pair:", "ünï"])
+    index.grow(8)  # ids 6 and 7 not placed yet: no text starts with anything
+    token_ids = np.array([4, 2, 4, 7, 0, 5, 6], dtype=np.int64)
+
+    found = index.starting_with(PREFIXES, token_ids)
+
+    assert found.tolist() == [True, False, True, False, True, False, False]
+    assert index.starting_with(("ü",), token_ids).tolist() == [False] * 5 + [True, False]
+    assert index.starting_with(PREFIXES, np.zeros(0, dtype=np.int64)).tolist() == []
+
+
 @pytest.mark.parametrize("event_model", ["multinomial", "bernoulli", "robinson-fisher"])
 def test_excluded_tokens_score_as_if_never_trained_incrementally_too(event_model: str) -> None:
     without = [
