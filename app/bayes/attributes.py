@@ -61,6 +61,43 @@ class MomentsDelta:
     squares: Fraction
 
 
+# Every finite float is an integer multiple of 2**-1074 (the least subnormal), and its square
+# one of 2**-2148: sums kept as those integers are exact, and adding integers is several times
+# cheaper than adding Fractions, which reduce by a gcd at every step (a batch of 500 messages
+# with five attributes each adds 2,500 values to a handful of cells).
+_SUM_SHIFT = 1074
+_SQUARES_SHIFT = 2 * _SUM_SHIFT
+
+
+@dataclass
+class MomentsTally:
+    """Messages, Σx and Σx² added to one (attribute, class) cell, exact: the sums as integers
+    scaled by 2**1074 and 2**2148 (see above), made Fractions once, by `delta`."""
+
+    n: int = 0
+    scaled_sum: int = 0
+    scaled_squares: int = 0
+
+    def add(self, value: float, *, sign: int) -> None:
+        numerator, denominator = value.as_integer_ratio()
+        exponent = denominator.bit_length() - 1  # denominator == 2**exponent, at most 2**1074
+        self.n += sign
+        self.scaled_sum += sign * (numerator << (_SUM_SHIFT - exponent))
+        self.scaled_squares += sign * ((numerator * numerator) << (_SQUARES_SHIFT - 2 * exponent))
+
+    def merge(self, other: MomentsTally) -> None:
+        self.n += other.n
+        self.scaled_sum += other.scaled_sum
+        self.scaled_squares += other.scaled_squares
+
+    def delta(self) -> MomentsDelta:
+        return MomentsDelta(
+            self.n,
+            Fraction(self.scaled_sum, 1 << _SUM_SHIFT),
+            Fraction(self.scaled_squares, 1 << _SQUARES_SHIFT),
+        )
+
+
 @dataclass
 class AttributeSums:
     """The Gaussian statistics of a model's attributes: attribute name -> `Moments`."""
@@ -71,8 +108,8 @@ class AttributeSums:
 
     def add(self, values: AttributeValues, class_index: int, *, sign: int) -> None:
         """Add (sign=+1) or take away (-1) one message's values in class `class_index`."""
-        for name, (n, total, squares) in cell_changes(values, sign=sign).items():
-            self.change(name, class_index, MomentsDelta(n, total, squares))
+        for name, tally in cell_changes(values, sign=sign).items():
+            self.change(name, class_index, tally.delta())
 
     def change(self, name: str, class_index: int, delta: MomentsDelta) -> None:
         moments = self.moments.get(name)
@@ -124,16 +161,14 @@ class AttributeSums:
         return len(self.moments)
 
 
-def cell_changes(
-    values: AttributeValues, *, sign: int
-) -> dict[str, tuple[int, Fraction, Fraction]]:
-    """What one message's `values` add (sign=+1) or take (-1): name -> (n, Σx, Σx²), exact."""
-    changes: dict[str, tuple[int, Fraction, Fraction]] = {}
+def cell_changes(values: AttributeValues, *, sign: int) -> dict[str, MomentsTally]:
+    """What one message's `values` add (sign=+1) or take (-1): name -> its tally, exact."""
+    changes: dict[str, MomentsTally] = {}
     for name, value in values.items():
         if not math.isfinite(value):
             raise ValueError(f"attribute {name!r} must be finite, got {value!r}")
-        exact = Fraction(value)
-        changes[name] = (sign, sign * exact, sign * exact * exact)
+        tally = changes[name] = MomentsTally()
+        tally.add(float(value), sign=sign)
     return changes
 
 

@@ -24,7 +24,7 @@ from typing import TypeVar
 import numpy as np
 from sqlalchemy import Connection
 
-from app.bayes.attributes import AttributeValues, MomentsDelta, cell_changes
+from app.bayes.attributes import AttributeValues, MomentsDelta, MomentsTally, cell_changes
 from app.bayes.counts import IntArray
 from app.errors import TooManyNewTokens
 from app.live.held import LiveModel
@@ -109,7 +109,8 @@ class ModelWrite:
         self.row = row
         self.generation = row.generation
         self._changes = _CountChanges(len(live.classes))
-        self._attributes: dict[tuple[str, int], MomentsDelta] = {}
+        self._attributes: dict[tuple[str, int], MomentsTally] = {}
+        self._attribute_deltas: dict[tuple[str, int], MomentsDelta] = {}  # stored
         self._new_ids: list[IntArray] = []
         self._new_texts: list[str] = []
         self._stored: CountDelta | None = None
@@ -205,11 +206,8 @@ class ModelWrite:
             if not keep.all():
                 token_ids, token_terms = token_ids[keep], token_terms[keep]
         self._changes.add(token_ids, token_terms, class_index, sign=sign)
-        for name, (n, total, squares) in cell_changes(attributes or {}, sign=sign).items():
-            before = self._attributes.get((name, class_index))
-            if before is not None:
-                n, total, squares = n + before.n, total + before.sum, squares + before.squares
-            self._attributes[(name, class_index)] = MomentsDelta(n, total, squares)
+        for name, change in cell_changes(attributes or {}, sign=sign).items():
+            self._attributes.setdefault((name, class_index), MomentsTally()).merge(change)
 
     def remove_tokens(self, token_ids: IntArray) -> int:
         """Delete tokens and their counts (expiry); return how many were trained tokens.
@@ -261,13 +259,14 @@ class ModelWrite:
                 class_terms=self._changes.class_terms.tolist(),
             )
             self.row.add_vocabulary(self._vocabulary_change(delta))
+            self._attribute_deltas = {key: t.delta() for key, t in self._attributes.items()}
             with self.live.lock:  # caught up under the row lock: the stored values
-                current = self.live.attributes.copy() if self._attributes else None
+                current = self.live.attributes.copy() if self._attribute_deltas else None
             if current is not None:
                 add_attribute_sums(
                     self.conn,
                     self.live.id,
-                    self._attributes,
+                    self._attribute_deltas,
                     current=current,
                     generation=self.generation,
                 )
@@ -308,7 +307,7 @@ class ModelWrite:
             delta=self._stored,
             class_docs=self._changes.class_docs,
             class_terms=self._changes.class_terms,
-            attributes=self._attributes,
+            attributes=self._attribute_deltas,
         )
         if not applied:
             models.sync(self.live)

@@ -9,7 +9,12 @@ import numpy as np
 import pytest
 from sklearn.naive_bayes import GaussianNB
 
-from app.bayes.attributes import AttributeSums, attribute_evidence, fit_gaussians
+from app.bayes.attributes import (
+    AttributeSums,
+    MomentsTally,
+    attribute_evidence,
+    fit_gaussians,
+)
 from app.bayes.counts import CountTable
 from app.bayes.naive_bayes import Classifier, log_prior
 from app.bayes.scorers.robinson_fisher import attribute_clues
@@ -97,6 +102,28 @@ def test_training_then_forgetting_in_any_order_restores_the_sums_exactly() -> No
         sums.add(values, label, sign=-1)
     assert list(sums.cells()) == list(before.cells())
     assert sums.moments["y"].sums[base[0][1]] == Fraction(base[0][0]["y"])
+
+
+def test_a_tally_sums_any_floats_exactly_as_fractions_do() -> None:
+    rng = random.Random(5)
+    values = [5e-324, -5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, -0.0, 0.1, 3.0]
+    values += [rng.uniform(-1e6, 1e6) * 10.0 ** rng.randint(-300, 300) for _ in range(200)]
+    signs = [rng.choice((1, 1, -1)) for _ in values]
+    tally, other = MomentsTally(), MomentsTally()
+    for position, (value, sign) in enumerate(zip(values, signs, strict=True)):
+        (tally if position % 2 else other).add(value, sign=sign)
+    tally.merge(other)
+
+    delta = tally.delta()
+
+    assert delta.n == sum(signs)
+    assert delta.sum == sum(sign * Fraction(v) for v, sign in zip(values, signs, strict=True))
+    assert delta.squares == sum(
+        sign * Fraction(v) ** 2 for v, sign in zip(values, signs, strict=True)
+    )
+    for value, sign in zip(values, signs, strict=True):  # and taken away, nothing is left
+        tally.add(value, sign=-sign)
+    assert tally == MomentsTally()
 
 
 def test_an_attribute_a_class_never_saw_or_a_message_lacks_is_left_out() -> None:
