@@ -25,6 +25,9 @@ model option `pairs_until_log_odds`: every message's words trained, its pairs on
 model's log odds for its label were below N, 2.2 being the default verdict threshold, 0.9),
 seen-twice-until-20 (both: a pair from its second message, and only while the model was less
 than 20 nats sure of that message's label),
+hashed-N-until-20 for N in 16, 18, 20 (each pair replaced by one of 2^N bucket tokens, as
+rspamd and OSBF store pairs: a model never holds more than 2^N pair tokens, and pairs that
+share a bucket share its counts; learned until 20 nats, as the default),
 toe (train on error) and tum (train until no error: on error and on unsure verdicts), both
 with every family.
 """
@@ -32,6 +35,7 @@ with every family.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
@@ -81,6 +85,37 @@ def pairs_seen_twice(examples: list[Example]) -> list[Example]:
     return kept
 
 
+def hashed_pairs(bits: int) -> Callable[[list[Example]], list[Example]]:
+    """Each message's pairs folded into 2^`bits` buckets, `pair:#<bucket>`, counts summed.
+
+    The bucket tokens keep the pairs' prefix, so the model's options treat them as pairs
+    (`pairs_until_log_odds` among them). The hash is blake2b, not `app.token_hash`: that one
+    is keyed per process, and a bucket must be the same in every run for the figures to repeat.
+    """
+    buckets: dict[str, str] = {}  # a pair's text -> its bucket token: pairs recur, hash once
+
+    def bucket(pair: str) -> str:
+        token = buckets.get(pair)
+        if token is None:
+            digest = hashlib.blake2b(pair.encode("utf-8", "surrogatepass"), digest_size=8)
+            token = f"{PAIRS[0]}#{int.from_bytes(digest.digest(), 'little') % 2**bits}"
+            buckets[pair] = token
+        return token
+
+    def fold(examples: list[Example]) -> list[Example]:
+        folded = []
+        for example in examples:
+            tokens: dict[str, int] = {}
+            for token, count in example.tokens.items():
+                if token.startswith(PAIRS):
+                    token = bucket(token)
+                tokens[token] = tokens.get(token, 0) + count
+            folded.append(replace(example, tokens=tokens))
+        return folded
+
+    return fold
+
+
 # name -> (examples transform, model options, train mode)
 CONFIGS: dict[str, tuple[Callable[[list[Example]], list[Example]], dict[str, Any], str]] = {
     "default": (list, {}, "all"),
@@ -92,6 +127,10 @@ CONFIGS: dict[str, tuple[Callable[[list[Example]], list[Example]], dict[str, Any
     "pairs-until-8": (list, {"pairs_until_log_odds": 8}, "all"),
     "pairs-until-20": (list, {"pairs_until_log_odds": 20}, "all"),
     "seen-twice-until-20": (pairs_seen_twice, {"pairs_until_log_odds": 20}, "all"),
+    **{
+        f"hashed-{bits}-until-20": (hashed_pairs(bits), {"pairs_until_log_odds": 20}, "all")
+        for bits in (16, 18, 20)
+    },
     "toe": (list, {}, "error"),
     "tum": (list, {}, "unsure"),
 }
