@@ -79,10 +79,8 @@ _TRAINED_BY_ID = select(trained_messages).where(
     trained_messages.c.model_id == bindparam("b_model_id"),
     trained_messages.c.message_id == bindparam("b_message_id"),
 )
-_TRAINED_BY_BODY = select(trained_messages).where(
-    trained_messages.c.model_id == bindparam("b_model_id"),
-    trained_messages.c.message_id == bindparam("b_message_id"),
-    trained_messages.c.body_digest == bindparam("b_body_digest"),
+_TRAINED_BY_BODY = _TRAINED_BY_ID.where(
+    trained_messages.c.body_digest == bindparam("b_body_digest")
 )
 
 
