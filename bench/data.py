@@ -51,6 +51,11 @@ TRAIN_SHUFFLE_SEED = 0  # the accuracy harness's fixed shuffle
 
 
 def split(name: str, *, train_limit: int | None = None, test_limit: int | None = None) -> Split:
+    """`split_of` a shared corpus, by name."""
+    return split_of(corpus_path(name), train_limit=train_limit, test_limit=test_limit)
+
+
+def split_of(path: Path, *, train_limit: int | None = None, test_limit: int | None = None) -> Split:
     """Return the training and test messages of `spamsift evaluate`'s fixed split, the
     training messages in the accuracy harness's fixed shuffle: the corpora are sorted by
     folder (all of spamassassin's ham before its spam), and a model trained on one class
@@ -58,7 +63,7 @@ def split(name: str, *, train_limit: int | None = None, test_limit: int | None =
     (`pairs_until_log_odds`) where mail as it arrives, both classes mixed, does not."""
     train: list[LabelledMessage] = []
     test: list[LabelledMessage] = []
-    for message in read_jsonl(corpus_path(name)):
+    for message in read_jsonl(path):
         (test if is_test_message(message.id) else train).append(message)
     mixed = stream_order(spread(train, train_limit), TRAIN_SHUFFLE_SEED)
     return Split(train=mixed, test=spread(test, test_limit))

@@ -26,27 +26,15 @@ from typing import Any
 
 from sqlalchemy import text
 
-from app.cli.corpora import read_jsonl
 from app.config import Settings
 from app.service.corpus import LabelledMessage
-from app.service.evaluation import is_test_message, stream_order
 from app.service.messages import Message
 from app.service.runtime import Runtime
 from app.service.training import train_batch
 from app.store.engine import Database
 from app.store.migrate import upgrade_schema
-from bench.data import TRAIN_SHUFFLE_SEED
+from bench import data
 from bench.databases import fresh_database, postgres_server_url
-
-
-def training_split(corpus: Path, messages: int | None = None) -> list[LabelledMessage]:
-    """The corpus's training split, or an even sample of `messages` of it (every k-th: the
-    file is sorted by folder, so its first lines would be one class), both classes mixed as
-    mail arrives (the accuracy harness's fixed shuffle: see `bench.data.split`)."""
-    split = [m for m in read_jsonl(corpus) if not is_test_message(m.id)]
-    if messages is not None and messages < len(split):
-        split = split[:: len(split) // messages][:messages]
-    return stream_order(split, TRAIN_SHUFFLE_SEED)
 
 
 def measure(url: str, messages: Sequence[LabelledMessage], batch: int) -> dict[str, Any]:
@@ -89,7 +77,7 @@ def run(
     corpus: Path, *, messages: int | None = None, batch: int = 500, postgres: str | None = None
 ) -> list[dict[str, Any]]:
     """Measure on a SQLite file, and on a throw-away database of `postgres`'s server."""
-    sample = training_split(corpus, messages)
+    sample = data.split_of(corpus, train_limit=messages).train
     kinds = ("sqlite", "postgresql") if postgres else ("sqlite",)
     results = []
     with tempfile.TemporaryDirectory() as tmp:
