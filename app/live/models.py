@@ -104,7 +104,7 @@ class LiveModels:
                 self._models.move_to_end(name)
         if live is None:
             return self._load(name)
-        if time.monotonic() - live.last_check >= self.sync_interval_seconds:
+        if self._sync_due(live):
             try:
                 self.sync(live)
             except DatabaseUnavailable:
@@ -120,6 +120,19 @@ class LiveModels:
             if self.held(name) is not live:  # deleted meanwhile: load what is there now
                 return self.get(name)
         return live
+
+    def in_memory(self, name: str) -> LiveModel | None:
+        """The model as `get(name)` would return it without reading the database: held, and
+        synced within `sync_interval_seconds`; None where `get` would read (a load or a sync)."""
+        with self._lock:
+            live = self._models.get(name)
+            if live is None:
+                return None
+            self._models.move_to_end(name)
+        return None if self._sync_due(live) else live
+
+    def _sync_due(self, live: LiveModel) -> bool:
+        return time.monotonic() - live.last_check >= self.sync_interval_seconds
 
     def use(self, name: str, work: Callable[[LiveModel], T]) -> T:
         """Run `work` on the model, again on a fresh load while this copy turned out stale.

@@ -58,6 +58,16 @@ def scoring_view(
     return ScoringView.of(live)
 
 
+def held_view(models: LiveModels, name: str) -> ScoringView | None:
+    """The view `scoring_view` gives a model it holds and need not sync now, if the model is
+    backed by no other; None where the view would read the database (a load, a sync, a
+    partial read or a backing model's rows). Reads nothing itself."""
+    live = models.in_memory(name)
+    if live is None or live.backed_by is not None:
+        return None
+    return ScoringView.of(live)
+
+
 def find_backing(conn: Connection, model_id: int) -> ModelRow | None:
     """The backing model's row; None if it is gone (a relation this process read earlier)."""
     try:

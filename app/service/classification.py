@@ -27,7 +27,7 @@ from app.bayes.naive_bayes import Clue, NaiveBayesConfig, verdict
 from app.bayes.scorers import EventModel, scorer
 from app.errors import InvalidConfig, NotTrained
 from app.live.held import LiveModel
-from app.live.scoring import scoring_view
+from app.live.scoring import held_view, scoring_view
 from app.live.view import ScoringView
 from app.service.messages import Message, PreparedMessage, prepare, with_features
 from app.service.model_config import parse_config
@@ -112,6 +112,44 @@ def classify_batch(
     # carries the defect "time_budget".
     prepared = prepare_messages(rt, messages, "classify", processes=processes)
     view = _view_for(rt, model_name, prepared, event_model)
+    return _classify_prepared(
+        rt, view, messages, prepared, event_model=event_model, explain=explain, record_as=record_as
+    )
+
+
+def classify_in_memory(
+    rt: Runtime,
+    *,
+    model_name: str,
+    message: Message,
+    event_model: EventModel | None = None,
+    explain: bool = False,
+    record_as: str | None = None,
+) -> Classification | None:
+    """`classify`, where it reads nothing from the database: the model held by this process,
+    synced within the sync interval and backed by no other. None, before any work, where
+    classifying would read (a load, a sync, a partial read, a backing model): the caller
+    then calls `classify` where waiting on the database is allowed."""
+    view = held_view(rt.models, model_name)
+    if view is None:
+        return None
+    prepared = prepare_messages(rt, [message], "classify")
+    return _classify_prepared(
+        rt, view, [message], prepared, event_model=event_model, explain=explain, record_as=record_as
+    )[0]
+
+
+def _classify_prepared(
+    rt: Runtime,
+    view: ScoringView,
+    messages: Sequence[Message],
+    prepared: list[PreparedMessage],
+    *,
+    event_model: EventModel | None,
+    explain: bool,
+    record_as: str | None,
+) -> list[Classification]:
+    """Score the tokenized `messages` on `view` and buffer their classification records."""
     if view.live.config.gaussian_attributes:
         max_scan_bytes = rt.limits.max_scan_bytes
         prepared = [

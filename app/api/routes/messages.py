@@ -6,6 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import TypeAdapter
+from starlette.concurrency import run_in_threadpool
 
 from app.api.auth import AUTH_ERRORS, request_key, requires
 from app.api.deps import (
@@ -22,7 +23,12 @@ from app.api.deps import (
 )
 from app.api.error_responses import error_responses
 from app.api.schemas import ClassifyBatchResponse, TrainBatchResponse
-from app.service.classification import Classification, classify, classify_batch
+from app.service.classification import (
+    Classification,
+    classify,
+    classify_batch,
+    classify_in_memory,
+)
 from app.service.runtime import Runtime
 from app.service.training import (
     ForgetResult,
@@ -47,6 +53,13 @@ CLASSIFY_ERRORS = error_responses(404, 409, 413, 415, 422, 503)
 
 CLASSIFICATION = TypeAdapter(Classification)
 
+# A message up to this size is classified on the event loop when that reads nothing from the
+# database: the thread pool's hop costs about 0.1 ms of a single classify's 1.2 ms of server
+# CPU, while a message of 16 KiB classifies in about 1 ms (a SpamAssassin test message's
+# median cost by size: 0.4 ms at 4 KiB, 0.9 ms at 16 KiB, 2.5 ms at 64 KiB; 96 % of them are
+# 16 KiB or less), a wait the loop's other requests share.
+CLASSIFY_ON_LOOP_BYTES = 16 * 1024
+
 
 def _answer(result: Classification) -> Response:
     """A classification as its JSON answer, byte for byte what FastAPI would send (its
@@ -69,18 +82,36 @@ def _record_as(request: Request) -> str | None:
     return key.key_id if key is not None and key.models is not None else None
 
 
-def _classify(rt: Runtime, name: str, body: ClassifyInput, request: Request) -> Classification:
+async def _classify(
+    rt: Runtime, name: str, body: ClassifyInput, request: Request
+) -> Classification:
+    """Classify on the event loop where that reads nothing from the database and the message
+    is small, else in the thread pool (a load, a sync or a read of rows waits there, and a
+    long message does not hold up the loop's other requests)."""
     if isinstance(body, tuple):
         message, event_model, explain = body
     else:
         message, event_model, explain = body.to_message(), body.event_model, body.explain
-    return classify(
+    record_as = _record_as(request)
+    if message.size_bytes() <= CLASSIFY_ON_LOOP_BYTES:
+        result = classify_in_memory(
+            rt,
+            model_name=name,
+            message=message,
+            event_model=event_model,
+            explain=explain,
+            record_as=record_as,
+        )
+        if result is not None:
+            return result
+    return await run_in_threadpool(
+        classify,
         rt,
         model_name=name,
         message=message,
         event_model=event_model,
         explain=explain,
-        record_as=_record_as(request),
+        record_as=record_as,
     )
 
 
@@ -137,12 +168,12 @@ def train_messages(name: ModelName, body: TrainBatchInput, rt: RuntimeDep) -> Tr
     response_model=Classification,
     openapi_extra=message_body_openapi("ClassifyRequest"),
 )
-def classify_message(
+async def classify_message(
     name: ModelName, body: ClassifyInput, rt: RuntimeDep, request: Request
 ) -> Response:
     """Score one message: verdict (spam / ham / unsure), class probabilities and, with
     `explain`, the tokens that moved the verdict most."""
-    return _answer(_classify(rt, name, body, request))
+    return _answer(await _classify(rt, name, body, request))
 
 
 @router.post(
@@ -208,11 +239,11 @@ def train_short(body: TrainInput, rt: RuntimeDep, model: ModelQuery = "default")
     response_model=Classification,
     openapi_extra=message_body_openapi("ClassifyRequest"),
 )
-def classify_short(
+async def classify_short(
     body: ClassifyInput, rt: RuntimeDep, request: Request, model: ModelQuery = "default"
 ) -> Response:
     """Classify one message with the model `?model=` (default `default`)."""
-    return _answer(_classify(rt, model, body, request))
+    return _answer(await _classify(rt, model, body, request))
 
 
 @short_forms.post(
