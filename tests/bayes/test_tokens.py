@@ -156,6 +156,25 @@ def test_a_lookup_by_hash_finds_what_a_lookup_by_text_finds_without_asking_for_t
     assert TokenIndex().lookup_hashes(token_hashes(TEXTS), no_texts).tolist() == [-1] * 7
 
 
+@pytest.mark.parametrize("probes", [3, 40, 700, 5000])
+def test_a_lookup_by_hash_in_a_large_index_finds_the_same_ids_sorted_first_or_not(
+    probes: int,
+) -> None:
+    # Below and above the number of hashes a lookup sorts before searching, in an index large
+    # enough to be searched that way: the ids are the plain dict's either way.
+    texts = [f"token{i}" for i in range(20_000)]
+    index = TokenIndex.from_texts(texts)
+    index.intern([f"late{i}" for i in range(300)])  # waiting in the small sorted array
+    reference = {text: i for i, text in enumerate([*texts, *(f"late{i}" for i in range(300))])}
+    rng = np.random.default_rng(probes)
+    candidates = [*reference, *(f"unknown{i}" for i in range(5000))]
+    probe = [candidates[i] for i in rng.integers(0, len(candidates), probes).tolist()]
+
+    found = index.lookup_hashes(token_hashes(probe), no_texts)
+
+    assert found.tolist() == [reference.get(text, -1) for text in probe]
+
+
 def test_a_lookup_by_hash_asks_for_the_texts_of_collided_hashes_only() -> None:
     # weak_hash gives 0, 1 or 2: "ab" (2) and "cd" (2) collide, "x" (1) is alone; a text of
     # length 0 mod 3 has a hash no indexed text has.
