@@ -21,6 +21,7 @@ from app.api.error_responses import ErrorBody, install_error_handlers
 from app.api.limits import RequestGuard
 from app.api.middleware import DocsPolicy, RequestLog
 from app.api.routes import activity, health, keys, messages, models, ui
+from app.api.routes import metrics as metrics_routes
 from app.api.routes.keys import CreateKeyRequest
 from app.api.routes.metrics import install_metrics
 from app.api.schemas import (
@@ -110,10 +111,15 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
         # Outside the log: it only counts requests and may add `Connection: close`.
         app.add_middleware(ConnectionBalance, loads=worker_loads)
     app.state.worker_loads = worker_loads
-    app.include_router(health.router)
-    app.include_router(models.router)
+    # A request is matched against the routes in this order, one after the other: the routes
+    # a mail server calls for every message come first (a single classify's HTTP layer cost
+    # 15-20 us less than with them after the rest: `app_classify_stubbed_ms` of
+    # python -m bench.lab.http_floor).
     app.include_router(messages.router)
     app.include_router(messages.short_forms)
+    app.include_router(health.router)
+    app.include_router(metrics_routes.router)
+    app.include_router(models.router)
     app.include_router(activity.router)
     app.include_router(keys.router)
     app.include_router(ui.router)

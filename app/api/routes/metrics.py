@@ -274,7 +274,8 @@ def _model_families(figures: list[ModelFigures]) -> list[Metric]:
 
 
 def install_metrics(app: FastAPI, runtime: Runtime) -> HttpMetrics:
-    """Give the app its metrics and /metrics; count the database errors its requests meet."""
+    """Give the app its metrics; count the database errors its requests meet (the app
+    includes `router`, /metrics, with its other routes)."""
     metrics = HttpMetrics(runtime, multiprocess_dir=os.environ.get(MULTIPROCESS_DIR_VARIABLE))
     app.state.metrics = metrics
     answer_error = app.exception_handlers[SpamsiftError]
@@ -286,7 +287,6 @@ def install_metrics(app: FastAPI, runtime: Runtime) -> HttpMetrics:
         return await response if inspect.isawaitable(response) else response
 
     app.add_exception_handler(DatabaseUnavailable, database_unavailable)
-    app.include_router(router)
     return metrics
 
 
