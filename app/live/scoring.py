@@ -58,13 +58,17 @@ def scoring_view(
     return ScoringView.of(live)
 
 
-def held_view(models: LiveModels, name: str) -> ScoringView | None:
+class NeedsDatabase(Exception):
+    """Scoring the model now would read the database (see `held_view`)."""
+
+
+def held_view(models: LiveModels, name: str) -> ScoringView:
     """The view `scoring_view` gives a model it holds and need not sync now, if the model is
-    backed by no other; None where the view would read the database (a load, a sync, a
-    partial read or a backing model's rows). Reads nothing itself."""
+    backed by no other; NeedsDatabase where the view would read the database (a load, a
+    sync, a partial read or a backing model's rows). Reads nothing itself."""
     live = models.in_memory(name)
     if live is None or live.backed_by is not None:
-        return None
+        raise NeedsDatabase(name)
     return ScoringView.of(live)
 
 

@@ -27,6 +27,7 @@ from app.bayes.naive_bayes import Clue, NaiveBayesConfig, verdict
 from app.bayes.scorers import EventModel, scorer
 from app.errors import InvalidConfig, NotTrained
 from app.live.held import LiveModel
+from app.live.scoring import NeedsDatabase as NeedsDatabase  # `classify`'s, for its callers
 from app.live.scoring import held_view, scoring_view
 from app.live.view import ScoringView
 from app.service.messages import Message, PreparedMessage, prepare, with_features
@@ -79,15 +80,27 @@ def classify(
     event_model: EventModel | None = None,
     explain: bool = False,
     record_as: str | None = None,
+    memory_only: bool = False,
 ) -> Classification:
-    """Score one message; return its verdict and class probabilities."""
-    return classify_batch(
-        rt,
-        model_name=model_name,
-        messages=[message],
-        event_model=event_model,
-        explain=explain,
-        record_as=record_as,
+    """Score one message; return its verdict and class probabilities.
+
+    With `memory_only`, only where that reads nothing from the database (the model held by
+    this process, synced within the sync interval and backed by no other): NeedsDatabase,
+    before any work, where it would (a load, a sync, a partial read, a backing model), for a
+    caller that must not wait on the database to call again where it may."""
+    if not memory_only:
+        return classify_batch(
+            rt,
+            model_name=model_name,
+            messages=[message],
+            event_model=event_model,
+            explain=explain,
+            record_as=record_as,
+        )[0]
+    view = held_view(rt.models, model_name)
+    prepared = prepare_messages(rt, [message], "classify")
+    return _classify_prepared(
+        rt, view, [message], prepared, event_model=event_model, explain=explain, record_as=record_as
     )[0]
 
 
@@ -115,28 +128,6 @@ def classify_batch(
     return _classify_prepared(
         rt, view, messages, prepared, event_model=event_model, explain=explain, record_as=record_as
     )
-
-
-def classify_in_memory(
-    rt: Runtime,
-    *,
-    model_name: str,
-    message: Message,
-    event_model: EventModel | None = None,
-    explain: bool = False,
-    record_as: str | None = None,
-) -> Classification | None:
-    """`classify`, where it reads nothing from the database: the model held by this process,
-    synced within the sync interval and backed by no other. None, before any work, where
-    classifying would read (a load, a sync, a partial read, a backing model): the caller
-    then calls `classify` where waiting on the database is allowed."""
-    view = held_view(rt.models, model_name)
-    if view is None:
-        return None
-    prepared = prepare_messages(rt, [message], "classify")
-    return _classify_prepared(
-        rt, view, [message], prepared, event_model=event_model, explain=explain, record_as=record_as
-    )[0]
 
 
 def _classify_prepared(

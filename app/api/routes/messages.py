@@ -3,6 +3,8 @@ mail servers (`POST /train`, `/classify`, `/feedback` with `?model=`, default `d
 
 from __future__ import annotations
 
+from functools import partial
+
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import TypeAdapter
@@ -25,9 +27,9 @@ from app.api.error_responses import error_responses
 from app.api.schemas import ClassifyBatchResponse, TrainBatchResponse
 from app.service.classification import (
     Classification,
+    NeedsDatabase,
     classify,
     classify_batch,
-    classify_in_memory,
 )
 from app.service.runtime import Runtime
 from app.service.training import (
@@ -92,27 +94,21 @@ async def _classify(
         message, event_model, explain = body
     else:
         message, event_model, explain = body.to_message(), body.event_model, body.explain
-    record_as = _record_as(request)
-    if message.size_bytes() <= CLASSIFY_ON_LOOP_BYTES:
-        result = classify_in_memory(
-            rt,
-            model_name=name,
-            message=message,
-            event_model=event_model,
-            explain=explain,
-            record_as=record_as,
-        )
-        if result is not None:
-            return result
-    return await run_in_threadpool(
+    work = partial(
         classify,
         rt,
         model_name=name,
         message=message,
         event_model=event_model,
         explain=explain,
-        record_as=record_as,
+        record_as=_record_as(request),
     )
+    if message.size_bytes() <= CLASSIFY_ON_LOOP_BYTES:
+        try:
+            return work(memory_only=True)
+        except NeedsDatabase:
+            pass
+    return await run_in_threadpool(work)
 
 
 def _feedback(rt: Runtime, name: str, body: FeedbackInput, request: Request) -> TrainResult:
