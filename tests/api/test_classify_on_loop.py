@@ -42,10 +42,13 @@ async def _default_trained(client: httpx.AsyncClient, app: FastAPI) -> None:
     await _trained(client, "default")
 
 
-def _with_the_pool_taken(settings: Settings, prepare: Prepare, request: Request) -> bool:
+def _with_the_pool_taken(
+    settings: Settings, prepare: Prepare, request: Request, *, sync_interval: float = 3600.0
+) -> bool:
     """Run `prepare`, then take every thread of the pool and send `request`: return whether it
-    was answered (200) while the pool stayed taken."""
-    app = create_app(settings)
+    was answered (200) while the pool stayed taken. A held model needs no sync for
+    `sync_interval` seconds (by default, none in the test however slow the machine)."""
+    app = create_app(settings.model_copy(update={"sync_interval_seconds": sync_interval}))
 
     async def run() -> bool:
         transport = httpx.ASGITransport(app=app)
@@ -114,8 +117,9 @@ def test_what_would_read_the_database_waits_for_a_thread(settings: Settings) -> 
     assert not _with_the_pool_taken(settings, trained_then_dropped, _classify("default", "x"))
 
     # Held but due for its sync with the database.
-    due = settings.model_copy(update={"sync_interval_seconds": 0.0})
-    assert not _with_the_pool_taken(due, _default_trained, _classify("default", spam_text(1)))
+    assert not _with_the_pool_taken(
+        settings, _default_trained, _classify("default", spam_text(1)), sync_interval=1e-6
+    )
 
     # A message over the size classified on the loop.
     longer = ("spam " * CLASSIFY_ON_LOOP_BYTES)[: CLASSIFY_ON_LOOP_BYTES + 1]
