@@ -51,10 +51,11 @@ def read_blend(
     *,
     event_model: str | None,
     personal_weight: int = 1,
+    messages: int = 1,
 ) -> ScoringView:
     """Merge `personal`'s counts (times `personal_weight`) with `backing`'s for scoring
-    messages made of `texts()` (called only when the blend reads rows by text: a merge of
-    whole tables needs no text of the messages, which are scored by hash).
+    `messages` messages made of `texts()` (called only when the blend reads rows by text: a
+    merge of whole tables needs no text of the messages, which are scored by hash).
 
     `personal` is the held copy, the row of a model this process does not hold, or what was
     already read of such a model for these texts (a `PartialModel`, so nothing is read twice).
@@ -77,8 +78,8 @@ def read_blend(
                 models, source.name, backing.name, distinct, config, personal_weight
             )
         else:
-            first = _rows(models, personal, distinct, event_model=event_model)
-            second = _rows(models, backing, distinct, event_model=event_model)
+            first = _rows(models, personal, distinct, event_model=event_model, messages=messages)
+            second = _rows(models, backing, distinct, event_model=event_model, messages=messages)
         table, id_lists = merge_rows(
             source.classes, distinct, [first[1], second[1]], [personal_weight, 1]
         )
@@ -200,13 +201,15 @@ def _rows(
     texts: list[str],
     *,
     event_model: str | None,
+    messages: int,
 ) -> tuple[Part, Rows]:
-    """The rows of `texts` in `model`: from its held copy, else read from the database."""
+    """The rows of `texts` (those of `messages` messages) in `model`: from its held copy, else
+    read from the database."""
     if isinstance(model, PartialModel):
         return _partial_rows(model, texts)
     live = model if isinstance(model, LiveModel) else models.held(model.name)
     if live is None:
-        partial = models.read_partial(model.name, texts, event_model=event_model)
+        partial = models.read_partial(model.name, texts, event_model=event_model, messages=messages)
         if partial is not None:
             return _partial_rows(partial, texts)
     # Held: synced if due. Not held, with a scorer that reads the whole vocabulary: loaded.

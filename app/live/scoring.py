@@ -26,18 +26,19 @@ def scoring_view(
     *,
     event_model: str | None,
     personal_weight: PersonalWeight,
+    messages: int = 1,
 ) -> ScoringView:
-    """The view of model `name` for messages made of `texts()` (called only where rows are read
-    by text). A model this process does not hold is scored from its messages' rows alone where
-    its scorer allows, else loaded (within the memory budget); its row is read in the same
-    transaction as those rows (ModelNotFound there): one read, not two. A model backed by
-    another of the same classes is scored on both models' counts summed."""
+    """The view of model `name` for `messages` messages made of `texts()` (called only where
+    rows are read by text). A model this process does not hold is scored from its messages'
+    rows alone where its scorer allows, else loaded (within the memory budget); its row is
+    read in the same transaction as those rows (ModelNotFound there): one read, not two. A
+    model backed by another of the same classes is scored on both models' counts summed."""
     live = models.held(name)
     if live is not None:
         live = models.get(name)  # synced if due
     partial = None
     if live is None:
-        partial = models.read_partial(name, texts(), event_model=event_model)
+        partial = models.read_partial(name, texts(), event_model=event_model, messages=messages)
         live = models.get(name) if partial is None else partial.live
     if live.backed_by is not None:
         backing_id = live.backed_by
@@ -52,6 +53,7 @@ def scoring_view(
                 texts,
                 event_model=event_model,
                 personal_weight=personal_weight(live.options, live.classes),
+                messages=messages,
             )
     if partial is not None:
         return ScoringView.of(partial.live, partial.token_ids)

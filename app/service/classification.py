@@ -213,6 +213,7 @@ def _view_for(
         lambda: [text for message in prepared for text in message.token_counts],
         event_model=event_model,
         personal_weight=_personal_weight,
+        messages=len(prepared),
     )
 
 

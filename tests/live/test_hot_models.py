@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from app.config import Settings
-from app.service.classification import classify
+from app.service.classification import classify, classify_batch
 from app.service.messages import Message
 from app.service.runtime import Runtime
 from tests.builders import ham_text, spam_text, train_examples
@@ -85,3 +85,18 @@ def assert_six_reads_load_nothing(runtime: Runtime) -> None:
     assert figures.models == 0
     assert figures.loads == 0
     assert figures.partial_reads == 6
+
+
+def test_a_batch_counts_each_of_its_messages_towards_loading_the_model(
+    runtime: Runtime, trainer: Runtime
+) -> None:
+    # A batch of 100 on HTTP is 100 classifications: counted as one, a worker not holding a
+    # busy model read every batch's rows from the database instead of loading it.
+    train_examples(trainer, 8, 8)
+    runtime.models.hot_reads = 3
+    messages = [Message(text=spam_text(70)), Message(text=ham_text(71)), Message(text="hi")]
+
+    classify_batch(runtime, model_name="default", messages=messages)
+    wait_until_held(runtime, "default")
+
+    assert runtime.models.figures().partial_reads == 1
