@@ -48,7 +48,7 @@ def create_app(settings: Settings | None = None, *, runtime: Runtime | None = No
     settings = settings or Settings()
     rt = runtime or Runtime(settings)
     key_guard = KeyGuard(rt.db, admin_key=settings.admin_key)
-    scheduler = server_scheduler(rt)
+    scheduler = server_scheduler(rt, key_guard)
     worker_loads = loads_from_environment()  # with several workers under `spamsift serve`
 
     @asynccontextmanager

@@ -347,9 +347,24 @@ class KeyGuard:
             age = self._clock() - self._checked_at
             return self._enforced is not None and age < self.cache_seconds
 
+    def refresh_ahead(self) -> None:
+        """Read the keys again once half their cache time has passed: the server's background
+        thread calls this every tick, so a request finds them fresh and checks its key on the
+        event loop instead of waiting for a thread to read the database (which, with every
+        thread of the pool taken, would hold up even a classification answered from memory).
+        A database that does not answer keeps the keys last read, as for a request."""
+        with self._lock:
+            due = self._enforced is None or (
+                self._clock() - self._checked_at >= self.cache_seconds / 2
+            )
+        if due:
+            self._read_or_keep()
+
     def _keep_fresh(self) -> None:
-        if self.fresh():
-            return
+        if not self.fresh():
+            self._read_or_keep()
+
+    def _read_or_keep(self) -> None:
         try:
             self._refresh()
         except DatabaseUnavailable:

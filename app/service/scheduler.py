@@ -1,6 +1,7 @@
-"""What a server process does in the background, in one thread: write the buffered
-classification records about once a second, and every five minutes prune old records, expire
-tokens and ledger entries beyond their maximums, and (SQLite) hand freed pages back.
+"""What a server process does in the background, in one thread: read the API keys again before
+their cache time runs out, write the buffered classification records about once a second, and
+every five minutes prune old records, expire tokens and ledger entries beyond their maximums,
+and (SQLite) hand freed pages back.
 
 The server's composition root (app/main.py) builds it from the process's Runtime, starts it
 with the app and stops it before the Runtime closes; short-lived CLI commands run none.
@@ -16,11 +17,15 @@ from dataclasses import dataclass
 
 from app.errors import DatabaseUnavailable, StorageFull
 from app.service.expiry import expire_all, prune_ledgers
+from app.service.keys import KeyGuard
 from app.service.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
 FLUSH_INTERVAL_SECONDS = 1.0
+# The thread wakes twice per flush: the API keys (cached for KEY_CACHE_SECONDS, 1 s) are read
+# again every half second, so requests find them fresh.
+TICK_SECONDS = FLUSH_INTERVAL_SECONDS / 2
 PRUNE_INTERVAL_SECONDS = 300.0
 
 Work = Callable[[], object]
@@ -39,7 +44,7 @@ class Every:
 class Scheduler:
     """Runs its jobs in order in one background thread, woken every `tick_seconds`."""
 
-    def __init__(self, jobs: Sequence[Every], *, tick_seconds: float = FLUSH_INTERVAL_SECONDS):
+    def __init__(self, jobs: Sequence[Every], *, tick_seconds: float = TICK_SECONDS):
         self.jobs = list(jobs)
         self.tick_seconds = tick_seconds
         self._stop = threading.Event()
@@ -77,12 +82,15 @@ class Scheduler:
                 log.exception("flushing classification records failed")
 
 
-def server_scheduler(rt: Runtime) -> Scheduler:
-    """The server's background work for `rt`: flush every second; every five minutes prune
-    classification records, then `periodic_work`."""
+def server_scheduler(rt: Runtime, keys: KeyGuard | None = None) -> Scheduler:
+    """The server's background work for `rt`: the API `keys` read again ahead of their cache
+    time every tick; flush every second; every five minutes prune classification records, then
+    `periodic_work`."""
     return Scheduler(
         [
-            Every(0.0, [rt.flush_classifications]),  # every tick
+            Every(0.0, [keys.refresh_ahead] if keys is not None else []),  # every tick
+            # Due at every second tick: a tick that wakes a little early still counts.
+            Every(FLUSH_INTERVAL_SECONDS - TICK_SECONDS / 2, [rt.flush_classifications]),
             Every(PRUNE_INTERVAL_SECONDS, [rt.expire, *periodic_work(rt)]),
         ]
     )

@@ -577,6 +577,26 @@ def test_the_key_guard_rereads_keys_after_its_cache_time(db: Database) -> None:
     assert reread is None
 
 
+def test_the_background_thread_reads_the_keys_again_before_requests_find_them_stale(
+    db: Database,
+) -> None:
+    now = [0.0]
+    guard = KeyGuard(db, cache_seconds=1.0, clock=lambda: now[0])
+    key = make_key(db, "classify")
+    guard.start()
+    revoke_key(db, key=key)
+
+    now[0] = 0.4  # less than half the cache time: nothing read
+    guard.refresh_ahead()
+    assert guard.authenticate(key) is not None
+    now[0] = 0.6  # past half of it: read again, so still fresh when a request comes at 1.5
+    guard.refresh_ahead()
+    now[0] = 1.5
+
+    assert guard.fresh()
+    assert guard.authenticate(key) is None
+
+
 # --- throttling failed keys ---------------------------------------------------------------------
 
 

@@ -1,5 +1,6 @@
-"""The server's background scheduler: the buffered records written every tick, the five-minute
-work (records pruned, then expiry and the rest) in order, and a failing round survived."""
+"""The server's background scheduler: the API keys read again every tick, the buffered records
+written every second, the five-minute work (records pruned, then expiry and the rest) in order,
+and a failing round survived."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from collections import Counter
 import pytest
 
 from app.errors import DatabaseUnavailable
+from app.service.keys import KeyGuard
 from app.service.runtime import Runtime
 from app.service.scheduler import (
+    FLUSH_INTERVAL_SECONDS,
     PRUNE_INTERVAL_SECONDS,
     Every,
     Scheduler,
@@ -20,13 +23,18 @@ from app.service.scheduler import (
 )
 
 
-def test_the_server_flushes_every_tick_and_prunes_then_expires_every_five_minutes(
+def test_the_server_reads_keys_every_tick_flushes_every_second_and_prunes_every_five_minutes(
     runtime: Runtime,
 ) -> None:
-    scheduler = server_scheduler(runtime)
+    keys = KeyGuard(runtime.db)
+    scheduler = server_scheduler(runtime, keys)
 
-    flushing, pruning = scheduler.jobs
-    assert (flushing.seconds, flushing.work) == (0.0, [runtime.flush_classifications])
+    reading_keys, flushing, pruning = scheduler.jobs
+    assert (reading_keys.seconds, reading_keys.work) == (0.0, [keys.refresh_ahead])
+    assert flushing.work == [runtime.flush_classifications]
+    # Ticks half a second apart: the flush is due at every second one, even one a little early.
+    assert scheduler.tick_seconds == FLUSH_INTERVAL_SECONDS / 2
+    assert scheduler.tick_seconds < flushing.seconds < FLUSH_INTERVAL_SECONDS
     assert pruning.seconds == PRUNE_INTERVAL_SECONDS
     assert pruning.work[0] == runtime.expire
     assert len(pruning.work) == 1 + len(periodic_work(runtime))
