@@ -100,6 +100,18 @@ def settings(database_url: str) -> Settings:
 
 
 @pytest.fixture
+def patient_settings(database_url: str) -> Settings:
+    """Settings whose time budgets never cut a message short, however busy the machine: for
+    tests that compare two classifications of the same messages, or train a corpus."""
+    return Settings(  # type: ignore[call-arg]
+        database_url=database_url,
+        classify_time_budget_seconds=600,
+        train_time_budget_seconds=600,
+        _env_file=None,
+    )
+
+
+@pytest.fixture
 def runtime(settings: Settings) -> Iterator[Runtime]:
     rt = Runtime(settings)
     yield rt

@@ -42,19 +42,14 @@ from typing import Any
 from fastapi import Response
 from fastapi.routing import serialize_response
 from fastapi.utils import create_model_field
-from starlette.types import ASGIApp, Message
+from starlette.types import ASGIApp
 
 from app.api.deps import parse_batch
 from app.api.schemas import ClassifyBatchRequest, ClassifyBatchResponse
-from app.config import Settings
-from app.main import create_app
 from app.service.classification import Classification, classify_batch
-from app.service.messages import Message as MailMessage
-from app.service.training import train_batch
-from app.store.engine import Database
-from app.store.migrate import upgrade_schema
 from bench import data
 from bench.databases import fresh_database
+from bench.lab import http_floor
 from bench.server import REPO, Request, Server, run_load, serve
 from bench.serving import classify_batch_requests, train_batch_requests
 from bench.timing import summary
@@ -66,43 +61,7 @@ PATH = "/v1/models/default/classify/batch"
 
 
 async def call(app: ASGIApp, body: bytes) -> None:
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": PATH,
-        "raw_path": PATH.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [
-            (b"host", b"localhost"),
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-        ],
-        "client": ("127.0.0.1", 5000),
-        "server": ("127.0.0.1", 8000),
-        "state": {},
-    }
-    sent = False
-    status: list[int] = []
-
-    async def receive() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await asyncio.sleep(3600)
-        return {"type": "http.disconnect"}
-
-    async def send(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            status.append(message["status"])
-
-    await app(scope, receive, send)
-    if status != [200]:
-        raise RuntimeError(f"answered {status}")
+    await http_floor.call(app, body, path=PATH, content_type=b"application/json")
 
 
 def per_batch_ms(work: Callable[[], object], batches: int) -> float:
@@ -146,26 +105,10 @@ def route_answer() -> Callable[[list[Classification]], bytes] | None:
 
 def in_process(runs: int) -> dict[str, Any]:
     split = data.split("spamassassin", train_limit=TRAINED)
-    folder = tempfile.mkdtemp(prefix="spamsift-batch-")
-    url = f"sqlite:///{folder}/batch.db"
-    db = Database(url)
-    upgrade_schema(db)
-    db.dispose()
-    settings = Settings(
-        database_url=url,
-        classify_time_budget_seconds=600,
-        _env_file=None,  # type: ignore[call-arg]
-    )
-    app = create_app(settings)
+    app = http_floor.trained_app(split)
     rt = app.state.runtime
-    for start in range(0, len(split.train), 500):
-        items = [
-            (MailMessage(raw=m.raw, text=m.text, message_id=m.id), m.label)
-            for m in split.train[start : start + 500]
-        ]
-        train_batch(rt, model_name="default", items=items)
     bodies = [r.body for r in classify_batch_requests(split.test, BATCH)]
-    max_items = settings.max_batch_items
+    max_items = rt.settings.max_batch_items
     messages = [
         [item.to_message() for item in parse_batch(ClassifyBatchRequest, b, max_items).items]
         for b in bodies

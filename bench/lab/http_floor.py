@@ -53,20 +53,28 @@ def bare_app() -> FastAPI:
     return bare
 
 
-async def call(app: ASGIApp, body: bytes) -> None:
+async def call(
+    app: ASGIApp,
+    body: bytes,
+    *,
+    path: str = "/v1/models/default/classify",
+    content_type: bytes = b"message/rfc822",
+) -> None:
+    """POST `body` to `path` of `app` straight through ASGI (no socket, no HTTP parsing);
+    RuntimeError unless it answers 200."""
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
         "http_version": "1.1",
         "method": "POST",
         "scheme": "http",
-        "path": "/v1/models/default/classify",
-        "raw_path": b"/v1/models/default/classify",
+        "path": path,
+        "raw_path": path.encode(),
         "query_string": b"",
         "root_path": "",
         "headers": [
             (b"host", b"localhost"),
-            (b"content-type", b"message/rfc822"),
+            (b"content-type", content_type),
             (b"content-length", str(len(body)).encode()),
         ],
         "client": ("127.0.0.1", 5000),
@@ -131,9 +139,9 @@ def encodings(sample: Classification, n: int = 3000) -> dict[str, float]:
     return {"fastapi_ms": round(asyncio.run(timed()), 4), "answer_ms": round(ours, 4)}
 
 
-def main() -> None:
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 2
-    split = data.split("spamassassin", train_limit=2000, test_limit=400)
+def trained_app(split: data.Split) -> FastAPI:
+    """The whole app on a fresh SQLite file, its default model trained (in process, batches
+    of 500) from the split's training messages; no time budget cuts a message short."""
     folder = tempfile.mkdtemp(prefix="spamsift-floor-")
     url = f"sqlite:///{folder}/floor.db"
     db = Database(url)
@@ -145,13 +153,20 @@ def main() -> None:
         _env_file=None,  # type: ignore[call-arg]
     )
     app = create_app(settings)
-    rt = app.state.runtime
     for start in range(0, len(split.train), 500):
         items = [
             (MailMessage(raw=m.raw, text=m.text, message_id=m.id), m.label)
             for m in split.train[start : start + 500]
         ]
-        train_batch(rt, model_name="default", items=items)
+        train_batch(app.state.runtime, model_name="default", items=items)
+    return app
+
+
+def main() -> None:
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+    split = data.split("spamassassin", train_limit=2000, test_limit=400)
+    app = trained_app(split)
+    rt = app.state.runtime
     bodies = [m.raw or b"" for m in split.test]
     bare = bare_app()
 

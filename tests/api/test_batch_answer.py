@@ -25,16 +25,10 @@ MESSAGES = Path(__file__).resolve().parents[1] / "messages"
 
 
 @pytest.fixture
-def patient_client(database_url: str) -> Iterator[TestClient]:
+def patient_client(patient_settings: Settings) -> Iterator[TestClient]:
     # No time budget cut on a busy machine: the answers are compared with a second
     # classification of the same messages.
-    settings = Settings(  # type: ignore[call-arg]
-        database_url=database_url,
-        classify_time_budget_seconds=600,
-        train_time_budget_seconds=600,
-        _env_file=None,
-    )
-    with TestClient(create_app(settings)) as test_client:
+    with TestClient(create_app(patient_settings)) as test_client:
         yield test_client
 
 

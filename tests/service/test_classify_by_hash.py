@@ -31,15 +31,9 @@ def spamassassin(every: int) -> list[tuple[Message, str]]:
 
 
 @pytest.fixture
-def patient_runtime(database_url: str) -> Iterator[Runtime]:
+def patient_runtime(patient_settings: Settings) -> Iterator[Runtime]:
     # No time budget cut on a busy machine (starting the worker pool counts against it).
-    settings = Settings(  # type: ignore[call-arg]
-        database_url=database_url,
-        classify_time_budget_seconds=600,
-        train_time_budget_seconds=600,
-        _env_file=None,
-    )
-    rt = Runtime(settings)
+    rt = Runtime(patient_settings)
     yield rt
     rt.close()
 
