@@ -82,13 +82,13 @@ class Scheduler:
                 log.exception("flushing classification records failed")
 
 
-def server_scheduler(rt: Runtime, keys: KeyGuard | None = None) -> Scheduler:
+def server_scheduler(rt: Runtime, keys: KeyGuard) -> Scheduler:
     """The server's background work for `rt`: the API `keys` read again ahead of their cache
     time every tick; flush every second; every five minutes prune classification records, then
     `periodic_work`."""
     return Scheduler(
         [
-            Every(0.0, [keys.refresh_ahead] if keys is not None else []),  # every tick
+            Every(0.0, [keys.refresh_ahead]),  # every tick
             # Due at every second tick: a tick that wakes a little early still counts.
             Every(FLUSH_INTERVAL_SECONDS - TICK_SECONDS / 2, [rt.flush_classifications]),
             Every(PRUNE_INTERVAL_SECONDS, [rt.expire, *periodic_work(rt)]),
