@@ -8,6 +8,7 @@ Generous margins, and sizes rather than times: the longer run with its numbers i
 from __future__ import annotations
 
 import random
+import time
 
 from app.service.classification import classify_batch
 from app.service.messages import Message
@@ -19,6 +20,8 @@ ROUNDS = 10
 PER_ROUND = 20
 MAX_TOKENS = 400
 MAX_LEDGER = 30
+# Records live milliseconds: every round prunes all of its own.
+RETENTION_SECONDS = 0.01
 
 
 def stream_message(i: int, rng: random.Random) -> Message:
@@ -51,6 +54,7 @@ def test_the_database_and_memory_level_off_under_a_stream(runtime: Runtime) -> N
             messages = [stream_message(first + PER_ROUND + k, rng) for k in range(PER_ROUND)]
             classify_batch(rt, model_name="default", messages=messages)
             rt.flush_classifications()
+            time.sleep(RETENTION_SECONDS * 2)  # every record of the round past retention
             # What the server's background thread does every 5 minutes.
             rt.expire()
             for work in periodic_work(rt):
