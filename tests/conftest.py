@@ -134,7 +134,9 @@ LEFT_OUT_OF_QUICK_RUN = {
     "postgresql": "PostgreSQL",
 }
 # Whole folders of one kind, marked here rather than in each file.
-FOLDER_MARKERS = {"ui": "browser", "faults": "slow", "properties": "slow"}
+# tests/mail: contrib's mail scripts run as the mail programs run them, against a real
+# server, and the mail system itself (several processes a test).
+FOLDER_MARKERS = {"ui": "browser", "faults": "slow", "properties": "slow", "mail": "mailserver"}
 LEFT_OUT = pytest.StashKey[dict[str, int]]()
 
 

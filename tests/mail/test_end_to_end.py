@@ -39,8 +39,6 @@ from tests.mail.servers import (
     postfix,
 )
 
-pytestmark = pytest.mark.mailserver
-
 WAIT_SECONDS = 60.0
 MOVED_AT_ONCE = 200
 
