@@ -16,9 +16,10 @@ from sqlalchemy import select
 from app.service.messages import Message
 from app.service.runtime import Runtime
 from app.service.training import train
+from app.store.counts import CountChanges, TokenAges, read_changes, read_token_ages
 from app.store.engine import Database
 from app.store.ledger import unpack
-from app.store.tables import class_totals, models, token_counts, tokens, trained_messages
+from app.store.tables import models, trained_messages
 
 SPAM_WORDS = [
     "viagra", "casino", "lottery", "winner", "prize", "bitcoin", "investment", "guaranteed",
@@ -145,9 +146,46 @@ def database_of(target: TestClient | Runtime | Database) -> Database:
     return target.db
 
 
+def model_contents(target: TestClient | Runtime | Database, model: str = "default") -> CountChanges:
+    """A model's tokens, count rows and class totals in one snapshot, as the store gives a
+    process loading the model (`read_changes` from the start): what the tests compare, read
+    through the store whatever layout keeps the counts."""
+    db = database_of(target)
+    with db.transaction(write=False) as conn:
+        # The model's id and classes alone: the migration tests read databases of older schemas.
+        model_id, classes = conn.execute(
+            select(models.c.id, models.c.classes).where(models.c.name == model)
+        ).one()
+        return read_changes(
+            conn, model_id, since_generation=-1, generation=0, n_classes=len(classes)
+        )
+
+
+def token_ages(target: TestClient | Runtime | Database, model: str = "default") -> TokenAges:
+    """Every count row of a model with the generation that last changed it (as expiry reads)."""
+    db = database_of(target)
+    with db.transaction(write=False) as conn:
+        model_id = conn.execute(select(models.c.id).where(models.c.name == model)).scalar_one()
+        return read_token_ages(conn, model_id)
+
+
+def cells_of(contents: CountChanges) -> dict[tuple[int, int], tuple[int, int]]:
+    """{(token id, class): (docs, terms)} of every count row, zeros included."""
+    columns = (
+        contents.count_token_ids,
+        contents.count_class_indices,
+        contents.count_docs,
+        contents.count_terms,
+    )
+    return {
+        (token_id, class_index): (docs, terms)
+        for token_id, class_index, docs, terms in zip(*(c.tolist() for c in columns), strict=True)
+    }
+
+
 @dataclass(frozen=True)
 class StoredCounts:
-    """Everything a model's counts are, read straight from the tables."""
+    """Everything a model's counts are, as stored."""
 
     token_counts: dict[tuple[str, int], tuple[int, int]]  # (token text, class) -> (docs, terms)
     class_totals: dict[int, tuple[int, int]]  # class -> (docs, terms)
@@ -158,26 +196,12 @@ class StoredCounts:
 
 
 def stored_counts(target: TestClient | Runtime | Database, model: str = "default") -> StoredCounts:
-    """Read a model's token_counts, class_totals and ledger rows in one snapshot."""
+    """Read a model's counts by token text, its class totals and its ledger rows."""
+    contents = model_contents(target, model)
+    texts = dict(zip(contents.token_ids.tolist(), contents.token_texts.strings(), strict=True))
     db = database_of(target)
     with db.transaction(write=False) as conn:
         model_id = conn.execute(select(models.c.id).where(models.c.name == model)).scalar_one()
-        counts = conn.execute(
-            select(
-                tokens.c.text, token_counts.c.class_index, token_counts.c.docs, token_counts.c.terms
-            )
-            .join(
-                tokens,
-                (tokens.c.model_id == token_counts.c.model_id)
-                & (tokens.c.token_id == token_counts.c.token_id),
-            )
-            .where(token_counts.c.model_id == model_id)
-        ).all()
-        totals = conn.execute(
-            select(class_totals.c.class_index, class_totals.c.docs, class_totals.c.terms).where(
-                class_totals.c.model_id == model_id
-            )
-        ).all()
         ledger = conn.execute(
             select(
                 trained_messages.c.message_key,
@@ -186,10 +210,23 @@ def stored_counts(target: TestClient | Runtime | Database, model: str = "default
             ).where(trained_messages.c.model_id == model_id)
         ).all()
     return StoredCounts(
-        token_counts={(row[0], int(row[1])): (int(row[2]), int(row[3])) for row in counts},
-        class_totals={int(row[0]): (int(row[1]), int(row[2])) for row in totals},
+        token_counts={
+            (texts[token_id], class_index): value
+            for (token_id, class_index), value in cells_of(contents).items()
+            if token_id in texts
+        },
+        class_totals=_class_totals(contents),
         trained={row[0]: (row[1], int(row[2])) for row in ledger},
     )
+
+
+def _class_totals(contents: CountChanges) -> dict[int, tuple[int, int]]:
+    return {
+        class_index: (docs, terms)
+        for class_index, (docs, terms) in enumerate(
+            zip(contents.class_docs.tolist(), contents.class_terms.tolist(), strict=True)
+        )
+    }
 
 
 def counts_from_ledger(
@@ -222,22 +259,7 @@ def stored_cells(
     target: TestClient | Runtime | Database, model: str = "default"
 ) -> tuple[dict[tuple[int, int], tuple[int, int]], dict[int, tuple[int, int]]]:
     """Return the stored nonzero {(token_id, class): (docs, terms)} and nonzero class totals."""
-    db = database_of(target)
-    with db.transaction(write=False) as conn:
-        model_id = conn.execute(select(models.c.id).where(models.c.name == model)).scalar_one()
-        rows = conn.execute(
-            select(
-                token_counts.c.token_id,
-                token_counts.c.class_index,
-                token_counts.c.docs,
-                token_counts.c.terms,
-            ).where(token_counts.c.model_id == model_id)
-        ).all()
-        totals = conn.execute(
-            select(class_totals.c.class_index, class_totals.c.docs, class_totals.c.terms).where(
-                class_totals.c.model_id == model_id
-            )
-        ).all()
-    cells = {(int(r[0]), int(r[1])): (int(r[2]), int(r[3])) for r in rows if (r[2], r[3]) != (0, 0)}
-    class_rows = {int(r[0]): (int(r[1]), int(r[2])) for r in totals if (r[1], r[2]) != (0, 0)}
-    return cells, class_rows
+    contents = model_contents(target, model)
+    cells = {key: value for key, value in cells_of(contents).items() if value != (0, 0)}
+    totals = {key: value for key, value in _class_totals(contents).items() if value != (0, 0)}
+    return cells, totals

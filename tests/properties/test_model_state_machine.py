@@ -61,9 +61,9 @@ from app.service.runtime import Runtime
 from app.service.training import apply_feedback, forget, train
 from app.store.engine import Database
 from app.store.ledger import unpack
-from app.store.tables import classifications, metadata, models, tokens
+from app.store.tables import classifications, metadata, models
 from app.text import tokenize_text
-from tests.builders import stored_counts
+from tests.builders import cells_of, model_contents, stored_counts
 from tests.conftest import empty_postgres
 from tests.cores import TOKEN_CORE
 
@@ -214,26 +214,22 @@ def rows(db: Database, tables: list[Table], model: str | None = None) -> dict[st
 
 
 def live_equals_stored(rt: Runtime, db: Database, name: str) -> None:
-    """The runtime's in-memory arrays for `name` equal the stored rows, cell by cell."""
+    """The runtime's in-memory arrays for `name` equal the stored counts, cell by cell."""
     live = rt.models.get(name)
-    stored = rows(db, [tokens, *[t for t in PER_MODEL_TABLES if t.name != "tokens"]], name)
-    n_tokens = len(stored["tokens"])
-    assert list(live.table.tokens) == [row[2] for row in stored["tokens"]]  # (model, id, text, gen)
-    assert [row[1] for row in stored["tokens"]] == list(range(n_tokens))
+    stored = model_contents(db, name)
+    n_tokens = stored.token_ids.size
+    assert list(live.table.tokens) == stored.token_texts.strings()
+    assert stored.token_ids.tolist() == list(range(n_tokens))
     n_classes = len(live.classes)
     docs = np.zeros((n_classes, n_tokens), dtype=np.int64)
     terms = np.zeros((n_classes, n_tokens), dtype=np.int64)
-    for _, token_id, class_index, n_docs, n_terms, _ in stored["token_counts"]:
+    for (token_id, class_index), (n_docs, n_terms) in cells_of(stored).items():
         docs[class_index, token_id] = n_docs
         terms[class_index, token_id] = n_terms
     np.testing.assert_array_equal(live.table.token_docs, docs)
     np.testing.assert_array_equal(live.table.token_terms, terms)
-    class_docs = np.zeros(n_classes, dtype=np.int64)
-    class_terms = np.zeros(n_classes, dtype=np.int64)
-    for _, class_index, n_docs, n_terms in stored["class_totals"]:
-        class_docs[class_index], class_terms[class_index] = n_docs, n_terms
-    np.testing.assert_array_equal(live.table.class_docs, class_docs)
-    np.testing.assert_array_equal(live.table.class_terms, class_terms)
+    np.testing.assert_array_equal(live.table.class_docs, stored.class_docs)
+    np.testing.assert_array_equal(live.table.class_terms, stored.class_terms)
 
 
 mails_strategy = st.builds(
@@ -454,8 +450,11 @@ class ModelMachine(RuleBasedStateMachine):
     def check_classification_records(self) -> None:
         """The flushed classification log holds, per model, what the reference recorded."""
         for name, ref in self.refs.items():
-            stored = rows(self.rt.db, [tokens, classifications], name)
-            texts = {row[1]: row[2] for row in stored["tokens"]}
+            stored = rows(self.rt.db, [classifications], name)
+            contents = model_contents(self.rt.db, name)
+            texts = dict(
+                zip(contents.token_ids.tolist(), contents.token_texts.strings(), strict=True)
+            )
             found = {
                 row[1]: (
                     row[2],
@@ -500,8 +499,8 @@ class ModelMachine(RuleBasedStateMachine):
         for name in TENANTS:
             live_equals_stored(self.rt, self.rt.db, name)
             live_equals_stored(self.observer, self.rt.db, name)
-            stored_tokens = rows(self.rt.db, [tokens], name)["tokens"]
-            assert {row[2] for row in stored_tokens} == self.refs[name].vocabulary
+            stored_tokens = model_contents(self.rt.db, name).token_texts.strings()
+            assert set(stored_tokens) == self.refs[name].vocabulary
 
 
 MACHINE_SETTINGS = settings(

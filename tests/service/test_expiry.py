@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
-from sqlalchemy import func, select
 
 from app.config import Settings
 from app.service.classification import classify
@@ -17,51 +17,23 @@ from app.service.scheduler import periodic_work
 from app.service.training import apply_feedback, forget, train
 from app.store.engine import Database
 from app.store.models import find_model
-from app.store.tables import class_totals, token_counts, tokens
-from tests.builders import ham_text, spam_text, train_examples
+from tests.builders import ham_text, model_contents, spam_text, token_ages, train_examples
 
 
 def table_figures(db: Database, model: str = "default") -> dict[str, int]:
+    contents = model_contents(db, model)
+    docs, terms = contents.count_docs, contents.count_terms
     with db.transaction(write=False) as conn:
-        row = find_model(conn, model)
-        where = token_counts.c.model_id == row.id
-        return {
-            "tokens": int(
-                conn.execute(
-                    select(func.count()).select_from(tokens).where(tokens.c.model_id == row.id)
-                ).scalar_one()
-            ),
-            "negative": int(
-                conn.execute(
-                    select(func.count()).where(
-                        where, (token_counts.c.docs < 0) | (token_counts.c.terms < 0)
-                    )
-                ).scalar_one()
-            ),
-            "positive": int(
-                conn.execute(
-                    select(func.count()).where(
-                        where, (token_counts.c.docs > 0) | (token_counts.c.terms > 0)
-                    )
-                ).scalar_one()
-            ),
-            "class_docs": int(
-                conn.execute(
-                    select(func.sum(class_totals.c.docs)).where(class_totals.c.model_id == row.id)
-                ).scalar_one()
-            ),
-            "class_terms": int(
-                conn.execute(
-                    select(func.sum(class_totals.c.terms)).where(class_totals.c.model_id == row.id)
-                ).scalar_one()
-            ),
-            "terms_in_rows": int(
-                conn.execute(
-                    select(func.coalesce(func.sum(token_counts.c.terms), 0)).where(where)
-                ).scalar_one()
-            ),
-            "vocabulary": row.vocabulary,
-        }
+        vocabulary = find_model(conn, model).vocabulary
+    return {
+        "tokens": int(contents.token_ids.size),
+        "negative": int(np.count_nonzero((docs < 0) | (terms < 0))),  # count rows
+        "positive": int(np.count_nonzero((docs > 0) | (terms > 0))),
+        "class_docs": int(contents.class_docs.sum()),
+        "class_terms": int(contents.class_terms.sum()),
+        "terms_in_rows": int(terms.sum()),
+        "vocabulary": vocabulary,
+    }
 
 
 @pytest.fixture
@@ -93,19 +65,12 @@ def test_the_least_recently_seen_tokens_go_first(runtime: Runtime) -> None:
     train(runtime, model_name="default", message=Message(text=ham_text(2)), label="ham")
     recent = runtime.models.get("default").table.n_tokens
     train(runtime, model_name="default", message=Message(text=spam_text(3)), label="spam")
-    with runtime.db.transaction(write=False) as conn:
-        model_id = find_model(conn, "default").id
-        newest = conn.execute(select(func.max(token_counts.c.generation)).where(
-            token_counts.c.model_id == model_id)).scalar_one()  # fmt: skip
-        last = set(conn.execute(select(token_counts.c.token_id).where(
-            token_counts.c.model_id == model_id,
-            token_counts.c.generation == newest)).scalars())  # fmt: skip
+    ages = token_ages(runtime)
+    last = set(ages.token_ids[ages.generations == ages.generations.max()].tolist())
 
     expire_tokens(runtime, model_name="default", max_tokens=len(last))
 
-    with runtime.db.transaction(write=False) as conn:
-        kept = set(conn.execute(select(tokens.c.token_id).where(
-            tokens.c.model_id == model_id)).scalars())  # fmt: skip
+    kept = set(model_contents(runtime).token_ids.tolist())
     assert kept == last
     assert recent > 0
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from app.bayes.scorers import EventModel
 from app.config import Settings
@@ -28,21 +28,14 @@ from app.service.training import apply_feedback, forget, train
 from app.store.engine import Database
 from app.store.ledger import ClassificationRecord
 from app.store.models import find_model
-from app.store.tables import classifications, token_counts
-from tests.builders import ham_text, spam_text, train_examples
+from app.store.tables import classifications
+from tests.builders import ham_text, model_contents, spam_text, train_examples
 
 
 def vocabulary_in_rows(db: Database, model: str = "default") -> int:
-    with db.transaction(write=False) as conn:
-        model_id = find_model(conn, model).id
-        docs = (
-            select(token_counts.c.token_id)
-            .where(token_counts.c.model_id == model_id)
-            .group_by(token_counts.c.token_id)
-            .having(func.sum(token_counts.c.docs) > 0)
-            .subquery()
-        )
-        return int(conn.execute(select(func.count()).select_from(docs)).scalar_one())
+    """The tokens some trained message counts (docs > 0 in some class), from the stored counts."""
+    contents = model_contents(db, model)
+    return int(np.unique(contents.count_token_ids[contents.count_docs > 0]).size)
 
 
 def stored_vocabulary(db: Database, model: str = "default") -> int:
