@@ -93,9 +93,14 @@ def wait_for(what: str, condition: Callable[[], bool], log: Path | None = None) 
 
 
 def delivered(maildir: Path) -> list[bytes]:
-    """The messages of one Maildir folder, oldest first."""
+    """The messages of one Maildir folder, oldest first: by the time each file was written.
+    Not by name: Dovecot names a file `<seconds>.M<microseconds>P<pid>...` without padding the
+    microseconds, so within one second `M99999` sorts after `M100000`."""
     files = [path for box in ("new", "cur") for path in (maildir / box).glob("*")]
-    return [path.read_bytes() for path in sorted(files, key=lambda path: path.name)]
+    return [
+        path.read_bytes()
+        for path in sorted(files, key=lambda path: (path.stat().st_mtime_ns, path.name))
+    ]
 
 
 def header(raw: bytes, name: str) -> list[str]:
