@@ -11,7 +11,7 @@ from email.utils import format_datetime
 from typing import Any
 
 from fastapi.testclient import TestClient
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 
 from app.service.messages import Message
 from app.service.runtime import Runtime
@@ -150,15 +150,21 @@ def model_contents(target: TestClient | Runtime | Database, model: str = "defaul
     """A model's tokens, count rows and class totals in one snapshot, as the store gives a
     process loading the model (`read_changes` from the start): what the tests compare, read
     through the store whatever layout keeps the counts."""
-    db = database_of(target)
-    with db.transaction(write=False) as conn:
-        # The model's id and classes alone: the migration tests read databases of older schemas.
-        model_id, classes = conn.execute(
-            select(models.c.id, models.c.classes).where(models.c.name == model)
-        ).one()
-        return read_changes(
-            conn, model_id, since_generation=-1, generation=0, n_classes=len(classes)
-        )
+    with database_of(target).transaction(write=False) as conn:
+        return _contents(conn, model)
+
+
+def _contents(conn: Connection, model: str) -> CountChanges:
+    # The model's id and classes alone: the migration tests read databases of older schemas.
+    model_id, classes = conn.execute(
+        select(models.c.id, models.c.classes).where(models.c.name == model)
+    ).one()
+    return read_changes(conn, model_id, since_generation=-1, generation=0, n_classes=len(classes))
+
+
+def texts_of(contents: CountChanges) -> dict[int, str]:
+    """token id -> text of every token the contents hold."""
+    return dict(zip(contents.token_ids.tolist(), contents.token_texts.strings(), strict=True))
 
 
 def token_ages(target: TestClient | Runtime | Database, model: str = "default") -> TokenAges:
@@ -196,11 +202,10 @@ class StoredCounts:
 
 
 def stored_counts(target: TestClient | Runtime | Database, model: str = "default") -> StoredCounts:
-    """Read a model's counts by token text, its class totals and its ledger rows."""
-    contents = model_contents(target, model)
-    texts = dict(zip(contents.token_ids.tolist(), contents.token_texts.strings(), strict=True))
-    db = database_of(target)
-    with db.transaction(write=False) as conn:
+    """Read a model's counts by token text, its class totals and its ledger rows in one
+    snapshot."""
+    with database_of(target).transaction(write=False) as conn:
+        contents = _contents(conn, model)
         model_id = conn.execute(select(models.c.id).where(models.c.name == model)).scalar_one()
         ledger = conn.execute(
             select(
@@ -209,6 +214,7 @@ def stored_counts(target: TestClient | Runtime | Database, model: str = "default
                 trained_messages.c.class_index,
             ).where(trained_messages.c.model_id == model_id)
         ).all()
+    texts = texts_of(contents)
     return StoredCounts(
         token_counts={
             (texts[token_id], class_index): value

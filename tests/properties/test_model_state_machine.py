@@ -63,7 +63,7 @@ from app.store.engine import Database
 from app.store.ledger import unpack
 from app.store.tables import classifications, metadata, models
 from app.text import tokenize_text
-from tests.builders import cells_of, model_contents, stored_counts
+from tests.builders import cells_of, model_contents, stored_counts, texts_of
 from tests.conftest import empty_postgres
 from tests.cores import TOKEN_CORE
 
@@ -451,10 +451,7 @@ class ModelMachine(RuleBasedStateMachine):
         """The flushed classification log holds, per model, what the reference recorded."""
         for name, ref in self.refs.items():
             stored = rows(self.rt.db, [classifications], name)
-            contents = model_contents(self.rt.db, name)
-            texts = dict(
-                zip(contents.token_ids.tolist(), contents.token_texts.strings(), strict=True)
-            )
+            texts = texts_of(model_contents(self.rt.db, name))
             found = {
                 row[1]: (
                     row[2],
