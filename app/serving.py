@@ -117,7 +117,8 @@ def upgrade_database(settings: Settings) -> str | None:
     """Bring the schema up to date and return its revision (`serve` and `db upgrade` only:
     no other command migrates); raise ServeError when the database cannot be reached."""
     from app.store.engine import Database
-    from app.store.migrate import current_revision, upgrade_schema
+    from app.store.migrate import upgrade_schema
+    from app.store.schema_version import current_revision
 
     db = Database(settings.database_url, lock_timeout_seconds=settings.lock_timeout_seconds)
     try:

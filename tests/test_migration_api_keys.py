@@ -11,8 +11,9 @@ from sqlalchemy import insert, inspect, select
 
 from app.service.keys import create_key, list_keys
 from app.store.engine import Database
-from app.store.migrate import current_revision, downgrade_schema, upgrade_schema
+from app.store.migrate import downgrade_schema, upgrade_schema
 from app.store.models import insert_model
+from app.store.schema_version import current_revision
 from app.store.tables import api_keys, models
 
 

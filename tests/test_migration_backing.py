@@ -10,7 +10,8 @@ from sqlalchemy import inspect
 
 from app.service.models import create_model, get_model, update_model
 from app.service.runtime import Runtime
-from app.store.migrate import current_revision, downgrade_schema, upgrade_schema
+from app.store.migrate import downgrade_schema, upgrade_schema
+from app.store.schema_version import current_revision
 from tests.builders import stored_counts, train_examples
 
 BACKING_REVISION = "0005"

@@ -11,7 +11,8 @@ from sqlalchemy import inspect, text
 from sqlalchemy.exc import IntegrityError
 
 from app.service.runtime import Runtime
-from app.store.migrate import current_revision, downgrade_schema, upgrade_schema
+from app.store.migrate import downgrade_schema, upgrade_schema
+from app.store.schema_version import current_revision
 from tests.builders import train_examples
 
 REVISION = "0006"

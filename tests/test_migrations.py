@@ -14,7 +14,8 @@ from sqlalchemy import inspect, text
 
 from app.service.runtime import Runtime
 from app.store.engine import Database
-from app.store.migrate import alembic_config, current_revision, downgrade_schema, upgrade_schema
+from app.store.migrate import alembic_config, downgrade_schema, upgrade_schema
+from app.store.schema_version import SCHEMA_REVISION, current_revision, schema_state
 from app.store.tables import metadata
 from tests.builders import stored_counts, train_examples
 from tests.postgres import POSTGRES_URL, throwaway_database
@@ -66,6 +67,24 @@ def test_an_empty_database_upgrades_to_head_downgrades_to_base_and_upgrades_agai
     upgrade_schema(db)
     assert current_revision(db) == HEAD
     assert schema_differences(db) == []
+
+
+def test_the_schema_this_version_checks_for_is_the_newest_migration() -> None:
+    # Commands compare the database's revision with SCHEMA_REVISION, without reading the
+    # scripts: a new migration must move it.
+    assert SCHEMA_REVISION == HEAD
+
+
+def test_a_database_is_current_behind_or_ahead_of_this_version(empty_database: Database) -> None:
+    db = empty_database
+    assert schema_state(db) == "behind"
+    upgrade_schema(db, "0001")
+    assert schema_state(db) == "behind"
+    upgrade_schema(db)
+    assert schema_state(db) == "current"
+    with db.transaction(write=True) as conn:  # as a later spamsift's migration leaves it
+        conn.execute(text("UPDATE alembic_version SET version_num = 'a-later-one'"))
+    assert schema_state(db) == "ahead"
 
 
 def test_upgrading_twice_is_harmless(empty_database: Database) -> None:

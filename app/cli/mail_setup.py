@@ -18,8 +18,7 @@ import shlex
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-
-import httpx
+from typing import TYPE_CHECKING
 
 DEFAULT_ENV_FILE = "/etc/spamsift/mail.env"
 # Sent as feedback by message id: no such message exists, so the answer says whether the key
@@ -35,6 +34,9 @@ REQUIRED = (
     "SPAMSIFT_SPOOL",
 )
 OK, PROBLEM = "ok", "PROBLEM"
+
+if TYPE_CHECKING:  # httpx loads when the check runs, not for every command's parser
+    import httpx
 
 
 def add_check_mail_setup_command(
@@ -112,6 +114,8 @@ def run_check_mail_setup(args: argparse.Namespace) -> int:
     except ValueError:
         found.problem(f"SPAMSIFT_TIMEOUT={settings['SPAMSIFT_TIMEOUT']} is not a number of seconds")
         timeout = 10.0
+    import httpx
+
     with httpx.Client(base_url=url, timeout=timeout) as client:
         if not server_answers(client, url, found):
             return 1
@@ -159,6 +163,8 @@ def read_env_file(path: Path, found: Findings) -> dict[str, str] | None:
 
 
 def server_answers(client: httpx.Client, url: str, found: Findings) -> bool:
+    import httpx
+
     try:
         response = client.get("/readyz")
     except httpx.HTTPError as error:

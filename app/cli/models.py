@@ -14,13 +14,11 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import quote
-
-import httpx
 
 from app.cli.answers import answer_json
 from app.cli.targets import (
     API_KEY_VARIABLE,
+    BadArgument,
     CommandError,
     local_runtime,
 )
@@ -37,10 +35,6 @@ OPTIONS_HELP = (
     "model options, e.g. alpha=0.5 min_learns=50 (a value is read as JSON when it can be; "
     "empty resets to the default); docs/configuration.md lists them"
 )
-
-
-class BadArgument(CommandError):
-    """An option, value or name the command cannot take: exit status 2, as argparse's."""
 
 
 class Admin(Protocol):
@@ -310,6 +304,8 @@ def _admin(args: argparse.Namespace) -> Iterator[Admin]:
     try:
         if args.url:
             api_key = args.api_key or os.environ.get(API_KEY_VARIABLE) or None
+            from app.cli.remote import RemoteAdmin  # httpx: only for --url
+
             admin = RemoteAdmin(args.url, api_key=api_key)
         else:
             admin = LocalAdmin(args.command_name)
@@ -402,57 +398,3 @@ def _model_json(info: ModelInfo) -> dict[str, Any]:
     """A model as GET /v1/models/{name} answers it."""
     answer: dict[str, Any] = answer_json(info)
     return answer
-
-
-class RemoteAdmin:
-    def __init__(self, url: str, *, api_key: str | None) -> None:
-        headers = {"User-Agent": "spamsift-cli"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        self.url = url.rstrip("/")
-        self.client = httpx.Client(base_url=self.url, headers=headers, timeout=30.0)
-
-    def all(self) -> list[dict[str, Any]]:
-        models: list[dict[str, Any]] = self._send("GET", "/v1/models")["models"]
-        return models
-
-    def create(self, name: str, classes: list[str] | None, options: dict[str, Any]) -> Any:
-        body = {"name": name, **options, **({"classes": classes} if classes else {})}
-        return self._send("POST", "/v1/models", json=body)
-
-    def show(self, name: str) -> dict[str, Any]:
-        model: dict[str, Any] = self._send("GET", _path(name))
-        return model
-
-    def change(self, name: str, options: dict[str, Any]) -> dict[str, Any]:
-        model: dict[str, Any] = self._send("PATCH", _path(name), json=options)
-        return model
-
-    def delete(self, name: str) -> None:
-        self._send("DELETE", _path(name), params={"confirm": name})
-
-    def stats(self, name: str) -> dict[str, Any]:
-        stats: dict[str, Any] = self._send("GET", f"{_path(name)}/stats")
-        return stats
-
-    def close(self) -> None:
-        self.client.close()
-
-    def _send(self, method: str, path: str, **options: Any) -> Any:
-        try:
-            response = self.client.request(method, path, **options)
-        except httpx.HTTPError as error:
-            raise CommandError(f"cannot reach {self.url}: {error}") from error
-        if response.is_success:
-            return response.json() if response.content else None
-        try:
-            detail = response.json()["error"]
-            reason = f"{detail['code']}: {detail['message']}"
-        except (ValueError, KeyError, TypeError):
-            reason = response.text[:200]
-        failure = BadArgument if response.status_code == 422 else CommandError
-        raise failure(f"{self.url} answered {response.status_code} {reason}")
-
-
-def _path(name: str) -> str:
-    return f"/v1/models/{quote(name, safe='')}"

@@ -11,14 +11,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import quote
-
-import httpx
 
 from app.cli.answers import answer_json
 from app.config import Settings
@@ -31,12 +27,8 @@ if TYPE_CHECKING:  # the local stack (numpy, scipy, SQLAlchemy) loads only when 
     from app.service.training import TrainResult
 
 API_KEY_VARIABLE = "SPAMSIFT_API_KEY"
-RFC822 = "message/rfc822"
-# Answers that refuse the message or the batch, not the whole command: the caller may split a
-# batch to find the message at fault (a batch is one transaction: all of it or none).
-REFUSING_STATUSES = frozenset({413, 422})
+# Errors that refuse the message, not the whole command (a caller may skip it).
 REFUSING_CODES = frozenset({"time_budget_exceeded"})
-MAX_ATTEMPTS = 5  # for 503 (database busy or down), with the server's Retry-After between
 
 
 @dataclass(frozen=True)
@@ -60,6 +52,10 @@ class Refused(Exception):
 
 class CommandError(Exception):
     """The command cannot go on; the message says why."""
+
+
+class BadArgument(CommandError):
+    """An option, value or name the command cannot take: exit status 2, as argparse's."""
 
 
 class Target(Protocol):
@@ -172,6 +168,8 @@ def _described_database_failure(settings: Settings) -> Iterator[None]:
 def open_target(args: argparse.Namespace) -> Target:
     """The local database, or the server of --url."""
     if args.url:
+        from app.cli.remote import RemoteTarget  # httpx: only for --url
+
         api_key = args.api_key or os.environ.get(API_KEY_VARIABLE) or None
         return RemoteTarget(args.url, model=args.model, api_key=api_key, timeout=args.timeout)
     return LocalTarget(Settings(), model=args.model, command=args.command_name)
@@ -242,170 +240,5 @@ def _local_errors() -> Iterator[None]:
         raise CommandError(error.message) from error
 
 
-class RemoteTarget:
-    """A spamsift server, over its HTTP API (SPEC §6), with httpx.
-
-    A single message goes as `message/rfc822`, byte for byte. A training batch goes as JSON to
-    `…/train/batch` (one transaction on the server); a message whose bytes are not UTF-8 cannot
-    travel in JSON unchanged (not `batchable`), so it is trained alone, as `message/rfc822`.
-    """
-
-    def __init__(self, url: str, *, model: str, api_key: str | None, timeout: float) -> None:
-        self.model = model
-        headers = {"User-Agent": "spamsift-cli"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        self.url = url.rstrip("/")
-        self.client = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
-        self.base = f"/v1/models/{quote(model, safe='')}"
-
-    def train_batch(self, items: Sequence[tuple[Message, str]]) -> list[Trained]:
-        if len(items) == 1 and not self.batchable(items[0][0]):
-            return [self._train_one_raw(*items[0])]
-        batch = []
-        for message, label in items:
-            body = _json_message(message)
-            if body is None:
-                raise ValueError("a message that is not UTF-8 is trained alone (batchable)")
-            batch.append({**body, "label": label})
-        answer = self._send("POST", f"{self.base}/train/batch", json={"items": batch})
-        return [_train_result(result) for result in answer["results"]]
-
-    def batchable(self, message: Message) -> bool:
-        """Tell whether the message can travel in a JSON batch unchanged (its bytes are UTF-8)."""
-        return _json_message(message) is not None
-
-    def classes(self) -> list[str] | None:
-        try:
-            answer = self._send("GET", self.base)
-        except CommandError as error:
-            if " answered 401 " in str(error) or " answered 403 " in str(error):
-                return None  # reading a model needs the admin scope; training will tell
-            raise
-        return [str(label) for label in answer["classes"]]
-
-    def _train_one_raw(self, message: Message, label: str) -> Trained:
-        params = {"label": label, **_id_param(message)}
-        return _train_result(
-            self._send(
-                "POST", f"{self.base}/train", params=params, content=_raw_bytes(message), raw=True
-            )
-        )
-
-    def classify(self, message: Message) -> dict[str, Any]:
-        if message.raw is not None:
-            return self._send(
-                "POST",
-                f"{self.base}/classify",
-                params=_id_param(message),
-                content=_raw_bytes(message),
-                raw=True,
-            )
-        return self._send("POST", f"{self.base}/classify", json=_json_message(message))
-
-    def feedback(self, *, label: str, message_id: str | None, message: Message | None) -> Trained:
-        if message is not None and message.raw is not None:
-            params = {"label": label, **({"message_id": message_id} if message_id else {})}
-            answer = self._send(
-                "POST",
-                f"{self.base}/feedback",
-                params=params,
-                content=_raw_bytes(message),
-                raw=True,
-            )
-        else:
-            body: dict[str, Any] = {"label": label}
-            if message_id:
-                body["message_id"] = message_id
-            if message is not None:
-                body["text"] = message.text
-            answer = self._send("POST", f"{self.base}/feedback", json=body)
-        return _train_result(answer)
-
-    def close(self) -> None:
-        self.client.close()
-
-    def _send(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: dict[str, str] | None = None,
-        json: Any = None,
-        content: bytes | None = None,
-        raw: bool = False,
-    ) -> dict[str, Any]:
-        headers = {"Content-Type": RFC822} if raw else None
-        for attempt in range(1, MAX_ATTEMPTS + 1):
-            try:
-                response = self.client.request(
-                    method, path, params=params, json=json, content=content, headers=headers
-                )
-            except httpx.HTTPError as error:
-                raise CommandError(f"cannot reach {self.url}: {error}") from error
-            if response.status_code == 503 and attempt < MAX_ATTEMPTS:
-                code, _ = _error_of(response)
-                if code not in REFUSING_CODES:
-                    time.sleep(_retry_after(response, attempt))
-                    continue
-            if response.is_success:
-                answer: dict[str, Any] = response.json()
-                return answer
-            code, text = _error_of(response)
-            if response.status_code in REFUSING_STATUSES or code in REFUSING_CODES:
-                raise Refused(text, code=code)
-            raise CommandError(f"{self.url} answered {response.status_code} {code}: {text}")
-        raise AssertionError("unreachable")
-
-
-def _train_result(answer: dict[str, Any]) -> Trained:
-    return Trained(
-        message_id=answer["message_id"],
-        label=answer["label"],
-        previous_label=answer.get("previous_label"),
-        changed=bool(answer["changed"]),
-    )
-
-
 def _trained(result: TrainResult) -> Trained:
     return Trained(result.message_id, result.label, result.previous_label, result.changed)
-
-
-def _json_message(message: Message) -> dict[str, Any] | None:
-    """The message as JSON fields, or None when its raw bytes are not UTF-8."""
-    body: dict[str, Any] = {}
-    if message.message_id:
-        body["message_id"] = message.message_id
-    if message.raw is None:
-        return {**body, "text": message.text}
-    try:
-        text = _raw_bytes(message).decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    return {**body, "raw": text}
-
-
-def _raw_bytes(message: Message) -> bytes:
-    raw = message.raw
-    assert raw is not None
-    return raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogateescape")
-
-
-def _id_param(message: Message) -> dict[str, str]:
-    return {"message_id": message.message_id} if message.message_id else {}
-
-
-def _error_of(response: httpx.Response) -> tuple[str, str]:
-    try:
-        error = response.json()["error"]
-        return str(error["code"]), str(error["message"])
-    except (ValueError, KeyError, TypeError):
-        return "error", response.text[:200] or response.reason_phrase
-
-
-def _retry_after(response: httpx.Response, attempt: int) -> float:
-    try:
-        seconds = float(response.headers.get("Retry-After", ""))
-        return min(seconds, 10.0)
-    except ValueError:
-        return min(0.5 * 2.0**attempt, 10.0)

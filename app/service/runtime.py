@@ -32,7 +32,7 @@ from app.service.model_config import parse_config
 from app.service.stats_cache import StatsCache
 from app.store.engine import Database as Database  # named by the CLI through its root
 from app.store.ledger import ClassificationRecord
-from app.store.migrate import schema_state
+from app.store.schema_version import schema_state
 from app.text import TokenizerLimits
 from app.text.core import TokenCore, resolve
 

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
+from functools import cache
 from typing import Any
 
 from sqlalchemy import Connection, Table
-from sqlalchemy.dialects import postgresql, sqlite
 
-_INSERTS = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
+
+@cache
+def _insert(dialect: str) -> Callable[[Table], Any]:
+    """The dialect's `insert`, its module imported on first use: a process on SQLite never
+    loads SQLAlchemy's PostgreSQL dialect (a tenth of a command's start), nor the reverse."""
+    insert: Callable[[Table], Any] = importlib.import_module(
+        f"sqlalchemy.dialects.{dialect}"
+    ).insert
+    return insert
 
 
 def upsert(conn: Connection, table: Table) -> Any:
     """Return the dialect's `insert` with `on_conflict_do_*` for `table`."""
-    return _INSERTS[_dialect(conn)](table)
+    return _insert(_dialect(conn))(table)
 
 
 def _dialect(conn: Connection) -> str:
@@ -31,14 +40,18 @@ class PrebuiltUpsert:
     def __init__(
         self, table: Table, key: Sequence[str], updates: Callable[[Any], dict[str, Any]]
     ) -> None:
-        def build(insert: Any) -> Any:
-            statement = insert(table)
-            return statement.on_conflict_do_update(
-                index_elements=list(key), set_=updates(statement)
-            )
-
-        self._statements = {name: build(insert) for name, insert in _INSERTS.items()}
+        self._table, self._key, self._updates = table, list(key), updates
+        self._statements: dict[str, Any] = {}
 
     def __call__(self, conn: Connection) -> Any:
-        """The statement for `conn`'s dialect."""
-        return self._statements[_dialect(conn)]
+        """The statement for `conn`'s dialect (built on its first use; building it twice in
+        two threads at once gives the same statement)."""
+        dialect = _dialect(conn)
+        statement = self._statements.get(dialect)
+        if statement is None:
+            insert = _insert(dialect)(self._table)
+            statement = insert.on_conflict_do_update(
+                index_elements=self._key, set_=self._updates(insert)
+            )
+            self._statements[dialect] = statement
+        return statement

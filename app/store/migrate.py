@@ -9,7 +9,6 @@ interrupted migration rolls back whole.
 from __future__ import annotations
 
 from importlib.resources import files
-from typing import Literal
 
 from alembic import command
 from alembic.config import Config
@@ -44,19 +43,7 @@ def downgrade_schema(db: Database, revision: str) -> None:
         command.downgrade(alembic_config(conn), revision)
 
 
-def current_revision(db: Database) -> str | None:
-    with db.transaction(write=False) as conn:
-        if not conn.dialect.has_table(conn, "alembic_version"):
-            return None
-        return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
-
-
-def schema_state(db: Database) -> Literal["current", "behind", "ahead"]:
-    """Whether `db` is at this version's newest migration, behind it (or empty), or at one
-    this version does not know (a later spamsift upgraded it). Reads only."""
-    revision = current_revision(db)
+def known_revisions() -> set[str]:
+    """Every revision of this version's migration scripts."""
     scripts = ScriptDirectory.from_config(alembic_config())
-    if revision == scripts.get_current_head():
-        return "current"
-    known = {script.revision for script in scripts.walk_revisions()}
-    return "behind" if revision is None or revision in known else "ahead"
+    return {script.revision for script in scripts.walk_revisions()}

@@ -15,12 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from app.cli.classify import EXIT_ERROR
 from app.cli.main import build_parser, main, subcommands
 from app.store.engine import Database
-from app.store.migrate import current_revision, upgrade_schema
+from app.store.migrate import upgrade_schema
+from app.store.schema_version import current_revision
 from tests.cli.mailfiles import spam_bytes
 from tests.postgres import POSTGRES_URL
 from tests.servers import free_port
@@ -202,3 +204,29 @@ def test_only_serve_and_db_upgrade_migrate_every_other_command_says_to_run_db_up
     db.dispose()
     assert main(["db", "upgrade"]) == 0
     assert run("spamsift keys list", tmp_path, capsys)[0] == 0
+
+
+def test_a_database_a_later_version_upgraded_is_refused_by_every_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'spamsift.db'}"
+    db = Database(url)
+    upgrade_schema(db)
+    with db.transaction(write=True) as conn:  # as a later spamsift's migration leaves it
+        conn.execute(text("UPDATE alembic_version SET version_num = 'a-later-one'"))
+    db.dispose()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SPAMSIFT_DATABASE_URL", url)
+    failures = {}
+    for command in COMMANDS:
+        if command not in NO_DATABASE | MIGRATING:
+            status, lines = run(command, tmp_path, capsys)
+            failures[command] = (status, lines[-1] if lines else "")
+
+    cause = (
+        "the database's schema is newer than this spamsift: it was upgraded by a later "
+        "version; run that version"
+    )
+    assert failures == {
+        command: (DATABASE_STATUS.get(command, 1), f"{command}: {cause}") for command in failures
+    }

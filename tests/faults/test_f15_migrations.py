@@ -36,9 +36,9 @@ from app.store.engine import Database
 from app.store.migrate import (
     MIGRATION_LOCK_ID,
     alembic_config,
-    current_revision,
     downgrade_schema,
 )
+from app.store.schema_version import current_revision
 from tests.builders import StoredCounts, stored_counts
 from tests.faults.load import message_text
 from tests.faults.servers import server_env
