@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from app.cli.mail import add_verdict_headers
+from app.cli.outcomes import CommandError, Refused
 from app.cli.sources import to_message
-from app.cli.targets import CommandError, Refused, add_target_arguments, open_target
+from app.cli.targets import add_target_arguments, open_target
 from app.config import Settings
 from app.service.verdict_headers import SpamHeaderNames
 

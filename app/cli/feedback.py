@@ -12,8 +12,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from app.cli.outcomes import CommandError, Refused
 from app.cli.sources import to_message
-from app.cli.targets import CommandError, Refused, add_target_arguments, open_target
+from app.cli.targets import add_target_arguments, open_target
 from app.config import Settings
 from app.service.messages import Message
 

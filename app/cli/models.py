@@ -16,12 +16,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from app.cli.answers import answer_json
-from app.cli.targets import (
-    API_KEY_VARIABLE,
-    BadArgument,
-    CommandError,
-    local_runtime,
-)
+from app.cli.outcomes import BadArgument, CommandError
+from app.cli.targets import API_KEY_VARIABLE, local_runtime
 from app.config import Settings
 from app.errors import InvalidInput, SpamsiftError
 

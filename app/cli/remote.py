@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 import httpx
 
-from app.cli.targets import REFUSING_CODES, BadArgument, CommandError, Refused, Trained
+from app.cli.outcomes import REFUSING_CODES, BadArgument, CommandError, Refused, Trained
 from app.service.messages import Message
 
 RFC822 = "message/rfc822"

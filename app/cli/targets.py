@@ -13,10 +13,10 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from app.cli.answers import answer_json
+from app.cli.outcomes import REFUSING_CODES, CommandError, Refused, Trained
 from app.config import Settings
 from app.errors import InvalidInput, MessageTooLarge, SpamsiftError
 from app.service.messages import Message
@@ -26,35 +26,6 @@ if TYPE_CHECKING:  # the runtime and training are imported where a local target 
     from app.service.training import TrainResult
 
 API_KEY_VARIABLE = "SPAMSIFT_API_KEY"
-# Errors that refuse the message, not the whole command (a caller may skip it).
-REFUSING_CODES = frozenset({"time_budget_exceeded"})
-
-
-@dataclass(frozen=True)
-class Trained:
-    """What training (or feedback) did to one message."""
-
-    message_id: str
-    label: str
-    previous_label: str | None
-    changed: bool
-
-
-class Refused(Exception):
-    """The message (or a batch holding it) was refused; the reason says why."""
-
-    def __init__(self, reason: str, *, code: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.code = code  # the error code of SPEC §6, e.g. "unknown_label"
-
-
-class CommandError(Exception):
-    """The command cannot go on; the message says why."""
-
-
-class BadArgument(CommandError):
-    """An option, value or name the command cannot take: exit status 2, as argparse's."""
 
 
 class Target(Protocol):

@@ -21,16 +21,10 @@ from typing import Any
 
 from tqdm import tqdm
 
+from app.cli.outcomes import CommandError, Refused, Trained
 from app.cli.progress import progress_bar
 from app.cli.sources import Item, Unusable, find_sources, read_sources
-from app.cli.targets import (
-    CommandError,
-    Refused,
-    Target,
-    Trained,
-    add_target_arguments,
-    open_target,
-)
+from app.cli.targets import Target, add_target_arguments, open_target
 from app.config import Settings
 
 BATCH_ITEMS = 500
