@@ -179,12 +179,15 @@ def test_every_command_names_a_mistyped_database_as_db_upgrade_does(
 MIGRATING = {"spamsift serve", "spamsift db upgrade", "spamsift db vacuum"}
 
 
-def test_only_serve_and_db_upgrade_migrate_every_other_command_says_to_run_db_upgrade(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def assert_every_command_stops_saying(
+    cause: str,
+    url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'spamsift.db'}"
-    db = Database(url)
-    upgrade_schema(db, "0001")  # a database a server of an earlier version left
+    """Each command but those that migrate or need no database, run on `url`, stops with its
+    status for an unusable database and `cause` as its last line."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SPAMSIFT_DATABASE_URL", url)
     failures = {}
@@ -192,14 +195,23 @@ def test_only_serve_and_db_upgrade_migrate_every_other_command_says_to_run_db_up
         if command not in NO_DATABASE | MIGRATING:
             status, lines = run(command, tmp_path, capsys)
             failures[command] = (status, lines[-1] if lines else "")
+    assert failures == {
+        command: (DATABASE_STATUS.get(command, 1), f"{command}: {cause}") for command in failures
+    }
+
+
+def test_only_serve_and_db_upgrade_migrate_every_other_command_says_to_run_db_upgrade(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'spamsift.db'}"
+    db = Database(url)
+    upgrade_schema(db, "0001")  # a database a server of an earlier version left
 
     cause = (
         "the database's schema is older than this spamsift: run `spamsift db upgrade` "
         "(or start `spamsift serve`, which upgrades it)"
     )
-    assert failures == {
-        command: (DATABASE_STATUS.get(command, 1), f"{command}: {cause}") for command in failures
-    }
+    assert_every_command_stops_saying(cause, url, tmp_path, monkeypatch, capsys)
     assert current_revision(db) == "0001"
     db.dispose()
     assert main(["db", "upgrade"]) == 0
@@ -215,18 +227,9 @@ def test_a_database_a_later_version_upgraded_is_refused_by_every_command(
     with db.transaction(write=True) as conn:  # as a later spamsift's migration leaves it
         conn.execute(text("UPDATE alembic_version SET version_num = 'a-later-one'"))
     db.dispose()
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("SPAMSIFT_DATABASE_URL", url)
-    failures = {}
-    for command in COMMANDS:
-        if command not in NO_DATABASE | MIGRATING:
-            status, lines = run(command, tmp_path, capsys)
-            failures[command] = (status, lines[-1] if lines else "")
 
     cause = (
         "the database's schema is newer than this spamsift: it was upgraded by a later "
         "version; run that version"
     )
-    assert failures == {
-        command: (DATABASE_STATUS.get(command, 1), f"{command}: {cause}") for command in failures
-    }
+    assert_every_command_stops_saying(cause, url, tmp_path, monkeypatch, capsys)
