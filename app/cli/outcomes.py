@@ -27,7 +27,7 @@ class Refused(Exception):
     def __init__(self, reason: str, *, code: str) -> None:
         super().__init__(reason)
         self.reason = reason
-        self.code = code  # the error code of SPEC §6, e.g. "unknown_label"
+        self.code = code  # the error code the API answers, e.g. "unknown_label"
 
 
 class CommandError(Exception):

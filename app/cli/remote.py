@@ -22,7 +22,7 @@ MAX_ATTEMPTS = 5  # for 503 (database busy or down), with the server's Retry-Aft
 
 
 class RemoteTarget:
-    """A spamsift server, over its HTTP API (SPEC §6), with httpx.
+    """A spamsift server, over its HTTP API, with httpx.
 
     A single message goes as `message/rfc822`, byte for byte. A training batch goes as JSON to
     `…/train/batch` (one transaction on the server); a message whose bytes are not UTF-8 cannot

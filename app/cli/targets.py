@@ -1,7 +1,8 @@
-"""Where a command sends its messages: the local database, or a running server (`--url`).
+"""Where a command sends its messages: the local database, or a running server (`--url`,
+app/cli/remote.py).
 
-Both answer alike: training results as the service's `TrainResult`, classifications as the
-API's JSON object (SPEC §6.1). A message the filter will not take (no tokens, too large, a label
+Both answer alike: training results as `Trained` (app/cli/outcomes.py), classifications as
+the API's JSON object. A message the filter will not take (no tokens, too large, a label
 the model lacks) raises `Refused`, which a caller may skip; anything else that stops the work
 (unknown model, database or server unavailable, a refused API key) raises `CommandError`.
 """
