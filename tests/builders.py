@@ -206,7 +206,7 @@ def stored_counts(target: TestClient | Runtime | Database, model: str = "default
     snapshot."""
     with database_of(target).transaction(write=False) as conn:
         contents = _contents(conn, model)
-        model_id = conn.execute(select(models.c.id).where(models.c.name == model)).scalar_one()
+        model_id = select(models.c.id).where(models.c.name == model).scalar_subquery()
         ledger = conn.execute(
             select(
                 trained_messages.c.message_key,
