@@ -515,22 +515,28 @@ class MessageCounts:
 # One statement, one round trip: the message's tokens with their count rows, then the class
 # totals (token_id -1). The texts go as one array parameter (PostgreSQL, unnested so that
 # each text is one probe of the (model_id, text) index whatever the table statistics say) or
-# one JSON array (SQLite's json_each), never as an IN list: building and converting a
-# 300-placeholder statement cost more than the database's work (profiled: 4 of a cold
-# classification's 11 ms).
+# one JSON array (SQLite's json_each, first in a CROSS JOIN, which SQLite keeps in that order
+# for the same reason), never as an IN list: building and converting a 300-placeholder
+# statement cost more than the database's work (profiled: 4 of a cold classification's 11 ms).
+# A row names its text by its place in the array sent instead of sending the text back, and
+# every column is an integer (-1 and zeros where a token has no count row), so the rows become
+# one numpy array without a Python object per value.
 _MESSAGE_ROWS_POSTGRESQL = (
-    f"SELECT t.token_id, t.text, c.class_index, c.docs, c.terms "
-    f"FROM unnest(%(texts)s::text[]) AS m(text) JOIN {tokens.name} t "
-    "ON t.model_id = %(model)s AND t.text = m.text "
+    "SELECT t.token_id, m.place - 1, COALESCE(c.class_index, -1), COALESCE(c.docs, 0), "
+    "COALESCE(c.terms, 0) "
+    "FROM unnest(%(texts)s::text[]) WITH ORDINALITY AS m(text, place) "
+    f"JOIN {tokens.name} t ON t.model_id = %(model)s AND t.text = m.text "
     f"LEFT JOIN {token_counts.name} c ON c.model_id = %(model)s AND c.token_id = t.token_id "
-    f"UNION ALL SELECT -1, NULL, class_index, docs, terms FROM {class_totals.name} "
+    f"UNION ALL SELECT -1, -1, class_index, docs, terms FROM {class_totals.name} "
     "WHERE model_id = %(model)s"
 )
 _MESSAGE_ROWS_SQLITE = (
-    f"SELECT t.token_id, t.text, c.class_index, c.docs, c.terms FROM {tokens.name} t "
-    f"LEFT JOIN {token_counts.name} c ON c.model_id = t.model_id AND c.token_id = t.token_id "
-    "WHERE t.model_id = :model AND t.text IN (SELECT value FROM json_each(:texts)) "
-    f"UNION ALL SELECT -1, NULL, class_index, docs, terms FROM {class_totals.name} "
+    "SELECT t.token_id, m.key, COALESCE(c.class_index, -1), COALESCE(c.docs, 0), "
+    "COALESCE(c.terms, 0) "
+    f"FROM json_each(:texts) AS m CROSS JOIN {tokens.name} t "
+    "ON t.model_id = :model AND t.text = m.value "
+    f"LEFT JOIN {token_counts.name} c ON c.model_id = :model AND c.token_id = t.token_id "
+    f"UNION ALL SELECT -1, -1, class_index, docs, terms FROM {class_totals.name} "
     "WHERE model_id = :model"
 )
 
@@ -551,27 +557,24 @@ def read_message_counts(
         rows = cursor.fetchall()
     finally:
         cursor.close()
-    found: dict[int, str] = {}
-    counts: list[tuple[int, int, int, int]] = []
+    # Columns: token id (-1: a class total), place of its text, class index (-1: no count
+    # row), docs, terms.
+    table = np.fromiter(chain.from_iterable(rows), np.int64, 5 * len(rows)).reshape(-1, 5)
+    totals = table[table[:, 0] < 0]
     class_docs = np.zeros(n_classes, dtype=np.int64)
     class_terms = np.zeros(n_classes, dtype=np.int64)
-    for token_id, text, class_index, docs, terms in rows:
-        if token_id >= 0:
-            found[token_id] = text
-            if class_index is not None:
-                counts.append((token_id, class_index, docs, terms))
-        else:
-            class_docs[class_index] = docs
-            class_terms[class_index] = terms
-    token_ids = np.array(sorted(found), dtype=np.int64)
-    count_rows = np.array(counts, dtype=np.int64).reshape(-1, 4)
+    class_docs[totals[:, 2]] = totals[:, 3]
+    class_terms[totals[:, 2]] = totals[:, 4]
+    found = table[table[:, 0] >= 0]
+    token_ids, first = np.unique(found[:, 0], return_index=True)
+    counted = found[found[:, 2] >= 0]
     return MessageCounts(
         token_ids=token_ids,
-        token_texts=[found[token_id] for token_id in token_ids.tolist()],
-        count_token_ids=count_rows[:, 0].copy(),
-        count_class_indices=count_rows[:, 1].copy(),
-        count_docs=count_rows[:, 2].copy(),
-        count_terms=count_rows[:, 3].copy(),
+        token_texts=[distinct[place] for place in found[first, 1].tolist()],
+        count_token_ids=counted[:, 0].copy(),
+        count_class_indices=counted[:, 2].copy(),
+        count_docs=counted[:, 3].copy(),
+        count_terms=counted[:, 4].copy(),
         class_docs=class_docs,
         class_terms=class_terms,
     )

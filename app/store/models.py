@@ -91,15 +91,22 @@ def insert_model(
     return find_model(conn, name)
 
 
+# Every request that names a model reads its row: built once (see
+# `app.store.dialect.PrebuiltUpsert`), where building the statement anew cost as much as
+# running it.
+_MODEL_BY_NAME = select(models).where(models.c.name == bindparam("b_name"))
+_MODEL_BY_ID = select(models).where(models.c.id == bindparam("b_id"))
+
+
 def find_model(conn: Connection, name: str) -> ModelRow:
-    row = conn.execute(select(models).where(models.c.name == name)).first()
+    row = conn.execute(_MODEL_BY_NAME, {"b_name": name}).first()
     if row is None:
         raise ModelNotFound(f"no model named {name!r}")
     return _row(row)
 
 
 def find_model_by_id(conn: Connection, model_id: int) -> ModelRow:
-    row = conn.execute(select(models).where(models.c.id == model_id)).first()
+    row = conn.execute(_MODEL_BY_ID, {"b_id": model_id}).first()
     if row is None:
         raise ModelNotFound(f"no model with the id {model_id}")
     return _row(row)

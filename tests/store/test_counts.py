@@ -25,6 +25,7 @@ from app.store.counts import (
     delete_tokens,
     insert_tokens,
     read_changes,
+    read_message_counts,
     read_token_counts,
 )
 from app.store.engine import Database
@@ -126,6 +127,59 @@ def test_the_change_feed_returns_what_changed_after_a_generation(db: Database) -
     assert changed == {(first + 1, 1, 1, 5), (late, 1, 1, 1)}
     assert sorted(everything.token_texts) == ["both", "new", "old"]
     assert len(everything.count_token_ids) == 4
+
+
+def test_a_message_read_brings_its_known_tokens_rows_and_the_class_totals(db: Database) -> None:
+    """What scoring a message with a model not held reads: each known text once, with its id
+    and every count row it has (none for a token without one), unknown texts left out, and
+    the class totals; equal to the same tokens in the whole model's read."""
+    with db.transaction() as conn:
+        model = find_model(conn, "default")
+    model_id, created_at = model.id, model.created_at
+    first = new_tokens(db, model_id, ["both", "ham only", "no rows", "not asked", "zeroed"])
+    both, ham_only, no_rows, zeroed = first, first + 1, first + 2, first + 4
+    with db.transaction() as conn:
+        generation = next_generation(conn, model_id, created_at=created_at)
+        rows = [(both, 0, 2, 5), (both, 1, 1, 1), (ham_only, 0, 3, 3), (first + 3, 1, 1, 1)]
+        add_token_counts(conn, model_id, delta([*rows, (zeroed, 1, 1, 2)]), generation=generation)
+        add_class_totals(conn, model_id, class_docs=[3, 2], class_terms=[40, 17])
+    with db.transaction() as conn:
+        generation = next_generation(conn, model_id, created_at=created_at)
+        add_token_counts(conn, model_id, delta([(zeroed, 1, -1, -2)]), generation=generation)
+
+    asked = ["zeroed", "unknown", "both", "no rows", "both", "ham only", "also unknown"]
+    with db.transaction(write=False) as conn:
+        read = read_message_counts(conn, model_id, asked, n_classes=2)
+        whole = read_changes(
+            conn, model_id, since_generation=-1, generation=generation, n_classes=2
+        )
+
+    assert read.token_ids.tolist() == [both, ham_only, no_rows, zeroed]
+    assert read.token_texts == ["both", "ham only", "no rows", "zeroed"]
+    cells = set(
+        zip(
+            read.count_token_ids.tolist(),
+            read.count_class_indices.tolist(),
+            read.count_docs.tolist(),
+            read.count_terms.tolist(),
+            strict=True,
+        )
+    )
+    assert cells == {(both, 0, 2, 5), (both, 1, 1, 1), (ham_only, 0, 3, 3), (zeroed, 1, 0, 0)}
+    whole_cells = set(
+        zip(
+            whole.count_token_ids.tolist(),
+            whole.count_class_indices.tolist(),
+            whole.count_docs.tolist(),
+            whole.count_terms.tolist(),
+            strict=True,
+        )
+    )
+    assert cells == {cell for cell in whole_cells if cell[0] in read.token_ids.tolist()}
+    assert read.class_docs.tolist() == [3, 2]
+    assert read.class_terms.tolist() == [40, 17]
+    for array in (read.token_ids, read.count_token_ids, read.count_docs, read.class_docs):
+        assert array.dtype == np.int64
 
 
 def test_another_runtime_sees_training_after_sync(
