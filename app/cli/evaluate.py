@@ -18,6 +18,9 @@ from pydantic.fields import FieldInfo
 
 from app.service.model_config import evaluated_options, shown_default
 
+# Messages between two token expiry runs in an online evaluation with --max-tokens.
+EXPIRE_EVERY = 100
+
 
 def add_evaluate_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     evaluate = commands.add_parser(
@@ -44,6 +47,20 @@ def add_evaluate_command(commands: argparse._SubParsersAction[argparse.ArgumentP
         default="all",
         help="online: train every message (all), those scored at or beyond even odds on the "
         "wrong side (error), or every message not called right, wrong or unsure (unsure)",
+    )
+    evaluate.add_argument(
+        "--max-tokens",
+        type=_count,
+        metavar="N",
+        help="online: token expiry as a server with SPAMSIFT_MAX_TOKENS_PER_MODEL=N runs it, "
+        "the least recently seen tokens deleted past N tokens (default: no expiry)",
+    )
+    evaluate.add_argument(
+        "--expire-every",
+        type=_count,
+        metavar="M",
+        help="with --max-tokens: messages between two expiry runs, the mail a model gets in "
+        f"the 5 minutes between a server's runs (default {EXPIRE_EVERY})",
     )
     order = evaluate.add_mutually_exclusive_group()
     order.add_argument(
@@ -104,6 +121,17 @@ def _boolean(value: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
 
 
+def _count(value: str) -> int:
+    """A whole number of at least 1 (argparse reports the flag with the message)."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    return number
+
+
 def _words(value: str) -> list[str]:
     return [word.strip() for word in value.split(",") if word.strip()]
 
@@ -115,7 +143,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from app.cli.corpora import read_jsonl
     from app.cli.report import print_evaluation, print_online_evaluation
     from app.config import Settings
-    from app.service.evaluation import evaluate, evaluate_online, tokenize_corpus
+    from app.service.evaluation import (
+        StreamExpiry,
+        evaluate,
+        evaluate_online,
+        tokenize_corpus,
+    )
     from app.service.model_config import ModelConfig
     from app.text.core import resolve
 
@@ -137,6 +170,16 @@ def run_evaluate(args: argparse.Namespace) -> int:
         return 2
     config = options_given.to_engine()
     families = options_given.token_families()
+    expiry = None
+    if args.expire_every is not None and args.max_tokens is None:
+        print("spamsift evaluate: --expire-every needs --max-tokens", file=sys.stderr)
+        return 2
+    if args.max_tokens is not None:
+        if not args.online:
+            print("spamsift evaluate: --max-tokens needs --online", file=sys.stderr)
+            return 2
+        every = EXPIRE_EVERY if args.expire_every is None else args.expire_every
+        expiry = StreamExpiry(max_tokens=args.max_tokens, every=every)
     core = resolve(Settings().tokenizer)  # checked by main, as every setting
     name = args.corpus.parent.name if args.corpus.name.startswith("messages.") else args.corpus.name
     if args.online:
@@ -152,6 +195,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
                 train_mode=args.train_mode,
                 shuffle_seed=None if args.in_order else args.shuffle_seed,
                 text_only_view=args.text_only,
+                expiry=expiry,
             )
             for model in models
         ]

@@ -42,6 +42,11 @@ def print_online_evaluation(report: OnlineReport) -> None:
         f"train mode {report.train_mode}: {report.messages} messages ({report.spam} spam, "
         f"{report.ham} ham), {report.trained} trained; vocabulary {report.vocabulary} tokens"
     )
+    if report.expiry is not None:
+        print(
+            f"token expiry: at most {report.expiry.max_tokens} tokens after every "
+            f"{report.expiry.every} messages; {report.expired_tokens} tokens deleted in all"
+        )
     print(
         f"verdicts: {report.false_positives} false positives, {report.false_negatives} false "
         f"negatives, {report.unsure} unsure; {report.messages_per_second:,.0f} messages/s"

@@ -31,6 +31,7 @@ from scipy.stats import rankdata
 
 from app.bayes.attributes import AttributeSums
 from app.bayes.counts import CountTable
+from app.bayes.expiry import choose_expired
 from app.bayes.naive_bayes import Classifier, NaiveBayesConfig, verdict
 from app.bayes.scorers import EVENT_MODELS, EventModel
 from app.service.corpus import LabelledMessage
@@ -153,6 +154,8 @@ class OnlineReport:
     messages_per_second: float
     ranking: RankingMeasures
     learning_curve: list[CurvePoint]
+    expiry: StreamExpiry | None = None
+    expired_tokens: int = 0  # tokens expiry deleted over the stream (a token once per deletion)
 
 
 def is_test_message(message_id: str) -> bool:
@@ -330,18 +333,20 @@ def evaluate_online(
     train_mode: TrainMode = "all",
     shuffle_seed: int | None = 0,
     text_only_view: bool = False,
+    expiry: StreamExpiry | None = None,
 ) -> OnlineReport:
     """Score each message with the model trained on the ones before it, then train it.
 
     Train modes: `all` trains every message; `error` (train on error) the messages scored on
     the wrong side of even odds or at even odds; `unsure` (thick threshold, train until no
-    error) those and every message whose verdict is not its label (called unsure).
+    error) those and every message whose verdict is not its label (called unsure). `expiry`:
+    token expiry between the messages, as a server with a token maximum runs it.
     """
     if train_mode not in TRAIN_MODES:
         raise ValueError(f"train_mode must be one of {list(TRAIN_MODES)}, got {train_mode!r}")
     stream = stream_order(examples, shuffle_seed)
     started = time.perf_counter()
-    scored = score_stream(stream, config, train_mode)
+    scored = score_stream(stream, config, train_mode, expiry=expiry)
     seconds = time.perf_counter() - started
     scores, verdicts, trained = scored.scores, scored.verdicts, scored.trained
 
@@ -367,7 +372,26 @@ def evaluate_online(
         messages_per_second=len(stream) / seconds if seconds else 0.0,
         ranking=ranking_measures(scores, is_spam, [example.id for example in stream]),
         learning_curve=learning_curve(scores, is_spam, called_spam, called_ham),
+        expiry=expiry,
+        expired_tokens=scored.expired_tokens,
     )
+
+
+@dataclass(frozen=True)
+class StreamExpiry:
+    """Token expiry in a stream: after every `every` messages, the model keeps at most
+    `max_tokens` tokens, chosen by the service's rule (`app.bayes.expiry`), a token's last
+    sighting being the last message that trained it. A server runs it every few minutes
+    (`max_tokens_per_model`); `every` is how many messages arrive meanwhile."""
+
+    max_tokens: int
+    every: int
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.every < 1:
+            raise ValueError(f"every must be >= 1, got {self.every}")
 
 
 @dataclass(frozen=True)
@@ -377,6 +401,7 @@ class ScoredStream:
     trained: int
     vocabulary: int  # |V| at the end
     stored_tokens: int  # tokens with a count in the model at the end (|V| and stop words)
+    expired_tokens: int = 0  # tokens expiry deleted over the stream
 
 
 def score_stream(
@@ -386,6 +411,7 @@ def score_stream(
     *,
     start: CountTable | None = None,
     weight: int = 1,
+    expiry: StreamExpiry | None = None,
 ) -> ScoredStream:
     """Score each example with the model of the examples trained before it, then train it
     with its label if `train_mode` says so (see `evaluate_online`).
@@ -394,6 +420,7 @@ def score_stream(
     with the model backing it, whose counts are summed (`app.bayes.blend.merge_counts`);
     `weight`: each trained example counts this many times (the blend's `personal_weight`).
     A trained example adds the tokens the service's writer stores (`config.not_learned`).
+    `expiry`: token expiry after every `expiry.every` messages (see `StreamExpiry`).
     """
     if weight < 1:
         raise ValueError(f"weight must be >= 1, got {weight}")
@@ -407,8 +434,14 @@ def score_stream(
     spam_index = CLASSES.index("spam")
     scores = np.empty(len(stream))
     verdicts: list[str] = []
-    trained = 0
+    trained = expired = 0
     prefixed: dict[tuple[str, ...], NDArray[np.bool_]] = {}  # every token is interned above
+    # Expiry's "last seen" (the last message that trained a token) and the order tokens were
+    # made in as the service gives ids: when first trained, and again when trained after
+    # expiry deleted them (the stream's ids are given up front, in order of first sighting).
+    last_trained = np.full(table.n_tokens, -1, dtype=np.int64)
+    made = np.full(table.n_tokens, -1, dtype=np.int64)
+    made_so_far = 0
     for position, example in enumerate(stream):
         token_ids, terms = _ids_and_terms(ids, example)
         X = scipy.sparse.csr_array(
@@ -439,12 +472,64 @@ def score_stream(
                     prefixed[left_out] = table.tokens.starting_with(left_out)
                 kept = ~prefixed[left_out][token_ids]
                 token_ids, terms = token_ids[kept], terms[kept]
+            if expiry is not None:
+                made_so_far = _make_new(table, made, made_so_far, ids, example, token_ids)
             for _ in range(weight):
                 table.add(CLASSES.index(example.label), token_ids, terms)
                 attributes.add(example.attributes, CLASSES.index(example.label), sign=1)
+            last_trained[token_ids] = position
             trained += 1
+        if expiry is not None and (position + 1) % expiry.every == 0:
+            expired += _expire(table, last_trained, made, expiry.max_tokens)
     stored = int((table.token_docs.sum(axis=0) > 0).sum()) if table.n_tokens else 0
-    return ScoredStream(scores, verdicts, trained, classifier.vocabulary_size, stored)
+    return ScoredStream(scores, verdicts, trained, classifier.vocabulary_size, stored, expired)
+
+
+def _make_new(
+    table: CountTable,
+    made: IntArray,
+    made_so_far: int,
+    ids: dict[str, int],
+    example: Example,
+    trained_ids: IntArray,
+) -> int:
+    """Number the tokens of `example` about to be trained that hold no count yet (never
+    trained, or deleted by expiry) in the order the message has them, after every token made
+    before, as the service's writer gives new ids; return the count of tokens made so far."""
+    in_order = np.fromiter(map(ids.__getitem__, example.tokens), np.int64, len(example.tokens))
+    in_order = in_order[np.isin(in_order, trained_ids)]
+    new = in_order[~(table.token_docs[:, in_order] > 0).any(axis=0)]
+    made[new] = np.arange(made_so_far, made_so_far + new.size)
+    return made_so_far + int(new.size)
+
+
+def _expire(table: CountTable, last_trained: IntArray, made: IntArray, max_tokens: int) -> int:
+    """Delete, as the service's expiry does, the tokens its rule chooses: their counts go,
+    their terms leave the class term totals, the class message counts stay. Return how many
+    tokens with a count went (the stream's tokens are interned up front, so every token not
+    trained yet is a "dead" one, with nothing to delete)."""
+    docs, terms = table.token_docs, table.token_terms
+    choice = choose_expired(
+        np.arange(table.n_tokens, dtype=np.int64),
+        docs,
+        terms,
+        last_trained,
+        table.class_docs,
+        max_tokens,
+        made=made,
+    )
+    expired = choice.expired
+    counted = expired[(docs[:, expired] > 0).any(axis=0) | (terms[:, expired] > 0).any(axis=0)]
+    if not counted.size:
+        return 0
+    n_classes = len(table.classes)
+    lost_terms = terms[:, counted].sum(axis=1, dtype=np.int64)
+    zeros = np.zeros(counted.size * n_classes, dtype=np.int64)
+    table.set_counts(
+        np.repeat(counted, n_classes), np.tile(np.arange(n_classes), counted.size), zeros, zeros
+    )
+    table.set_class_totals(table.class_docs, table.class_terms - lost_terms)
+    return int(counted.size)
 
 
 def _intern_all(table: CountTable, examples: Sequence[Example]) -> dict[str, int]:

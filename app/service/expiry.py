@@ -1,11 +1,9 @@
 """Use case: token expiry, so that a model's database rows stop growing with its mail.
 
-As SpamAssassin (at most `bayes_expiry_max_db_size` tokens, by last use) and `bogoutil -a`
-do: a model keeps at most `max_tokens` tokens. Expiry deletes first every token whose counts
-all fell to zero (forgotten messages leave them behind), then, past `max_tokens`, the tokens
-least recently seen (the generation of the last write that changed their counts), and among
-those seen equally long ago the least informative (the smallest spread of their per-class
-message rates: a token as frequent in ham as in spam says nothing).
+A model keeps at most `max_tokens` tokens: expiry deletes first every token whose counts all
+fell to zero, then, past `max_tokens`, the tokens least recently seen (the generation of the
+last write that changed their counts), the least informative first among those seen equally
+long ago (the rule: `app.bayes.expiry`).
 
 The tokens to delete are chosen from a read of the model (no lock held), then deleted in
 chunks of EXPIRY_CHUNK_TOKENS, each chunk one short write to the model (`ModelWrite`), like
@@ -30,6 +28,7 @@ from functools import partial
 
 import numpy as np
 
+from app.bayes.expiry import choose_expired
 from app.errors import InvalidInput
 from app.live.held import LiveModel
 from app.live.records import PRUNE_CHUNK_ROWS
@@ -138,17 +137,6 @@ def _choose(conn: Connection, live: LiveModel, max_tokens: int) -> tuple[np.ndar
     terms[ages.class_indices, position] = ages.terms
     last_seen = np.zeros(token_ids.size, dtype=np.int64)
     np.maximum.at(last_seen, position, ages.generations)
-    dead = (docs.sum(axis=0) == 0) & (terms.sum(axis=0) == 0)
-    alive = np.flatnonzero(~dead)
-    excess = alive.size - max_tokens
-    chosen = [token_ids[dead]]
-    if excess > 0:
-        class_docs = np.maximum(read_class_totals(conn, live.id, n_classes)[0], 1).astype(
-            np.float64
-        )
-        rates = docs[:, alive] / class_docs[:, None]
-        spread = rates.max(axis=0) - rates.min(axis=0)
-        order = np.lexsort((token_ids[alive], spread, last_seen[alive]))  # oldest, then weakest
-        chosen.append(token_ids[alive[order[:excess]]])
-    removed = np.sort(np.concatenate(chosen))
-    return removed, int(alive.size - max(excess, 0)), generation
+    class_docs = read_class_totals(conn, live.id, n_classes)[0]
+    choice = choose_expired(token_ids, docs, terms, last_seen, class_docs, max_tokens)
+    return choice.expired, choice.kept, generation

@@ -29,7 +29,10 @@ hashed-N-until-20 for N in 16, 18, 20 (each pair replaced by one of 2^N bucket t
 rspamd and OSBF store pairs: a model never holds more than 2^N pair tokens, and pairs that
 share a bucket share its counts; learned until 20 nats, as the default),
 toe (train on error) and tum (train until no error: on error and on unsure verdicts), both
-with every family.
+with every family; expire-at-Fx-words for F in 1.5, 2 and 3 (the default model with the
+service's token expiry, `app.bayes.expiry`, run after every `--expire-every` messages, at
+most F times the tokens the stream's `words` configuration ends with: `words` must come
+earlier in --configs).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from typing import Any
 from app.service.corpus import LabelledMessage
 from app.service.evaluation import (
     Example,
+    StreamExpiry,
     evaluate_online,
     stream_order,
     tokenize_corpus,
@@ -134,6 +138,8 @@ CONFIGS: dict[str, tuple[Callable[[list[Example]], list[Example]], dict[str, Any
     "toe": (list, {}, "error"),
     "tum": (list, {}, "unsure"),
 }
+# name -> the maximum of tokens, as a multiple of the tokens words alone end with
+EXPIRY_CONFIGS: dict[str, float] = {f"expire-at-{f:g}x-words": f for f in (1.5, 2.0, 3.0)}
 TOKENIZE_VARIANTS: dict[str, frozenset[Family]] = {
     "default": ALL_FAMILIES,
     "no-pairs": frozenset({"shape_tokens"}),
@@ -174,11 +180,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.lab.families_study", description=__doc__)
     parser.add_argument("--streams", default="trec07p,enron,shuffled")
     parser.add_argument("--configs", default=",".join(CONFIGS))
+    parser.add_argument("--expire-every", type=int, default=100)
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--tokenize-step", type=int, default=10)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     configs = [name for name in args.configs.split(",") if name]
+    for position, name in enumerate(configs):
+        if name in EXPIRY_CONFIGS and "words" not in configs[:position]:
+            parser.error(f"{name} needs the words configuration before it in --configs")
+        if name not in CONFIGS and name not in EXPIRY_CONFIGS:
+            parser.error(f"no configuration named {name!r}")
     core = resolve("auto")
     results: list[dict[str, Any]] = []
     for name, messages, text_only, shuffled in streams(args.streams.split(","), args.limit):
@@ -191,8 +203,13 @@ def main(argv: list[str] | None = None) -> int:
             tokenize_corpus(messages, core=core, text_only_view=text_only),
             SHUFFLE_SEED if shuffled else None,
         )
+        words_vocabulary = 0
         for config_name in configs:
-            transform, options, train_mode = CONFIGS[config_name]
+            transform, options, train_mode = CONFIGS.get(config_name, CONFIGS["default"])
+            expiry = None
+            if config_name in EXPIRY_CONFIGS:
+                maximum = int(EXPIRY_CONFIGS[config_name] * words_vocabulary)
+                expiry = StreamExpiry(max_tokens=maximum, every=args.expire_every)
             config = ModelConfig(**options).to_engine()
             chosen = transform(examples)
             started = time.thread_time()
@@ -203,7 +220,10 @@ def main(argv: list[str] | None = None) -> int:
                 train_mode=train_mode,  # type: ignore[arg-type]
                 shuffle_seed=None,  # in stream order already (pairs-seen-twice needs it)
                 text_only_view=text_only,
+                expiry=expiry,
             )
+            if config_name == "words":
+                words_vocabulary = report.vocabulary
             cpu = time.thread_time() - started
             result = {
                 "stream": name,
@@ -213,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
                 "one_minus_roca_percent": report.ranking.one_minus_roca_percent,
                 "fnr_at_max_fpr_percent": 100 * report.ranking.fnr_at_max_fpr,
                 "vocabulary": report.vocabulary,
+                "max_tokens": expiry.max_tokens if expiry else None,
+                "expired_tokens": report.expired_tokens,
                 "score_train_cpu_ms": 1000 * cpu / max(report.messages, 1),
                 "tokenize_cpu_ms": tokenize.get(config_name, tokenize["default"]),
             }

@@ -199,3 +199,59 @@ def test_the_online_command_in_file_order_prints_a_table(corpus_file: Path) -> N
     assert "online (corpus order)" in completed.stdout
     assert "learning curve" in completed.stdout
     assert "top-ranked errors" in completed.stdout
+
+
+def test_the_online_command_measures_token_expiry(corpus_file: Path) -> None:
+    """--max-tokens runs the server's expiry between the messages: the model ends within the
+    maximum (expiry ran after the last message), having deleted tokens on the way."""
+    every = 8  # 80 messages: expiry runs last after the 80th
+    expiry = ["--max-tokens", "15", "--expire-every", str(every)]
+    completed = subprocess.run(
+        [SPAMSIFT, "evaluate", str(corpus_file), "--online", "--json", *expiry],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    unbounded = json.loads(
+        subprocess.run(
+            [SPAMSIFT, "evaluate", str(corpus_file), "--online", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        ).stdout
+    )
+    report = json.loads(completed.stdout)
+    assert report["expiry"] == {"max_tokens": 15, "every": every}
+    assert report["vocabulary"] <= 15 < unbounded["vocabulary"]
+    assert report["expired_tokens"] > 0
+    assert unbounded["expiry"] is None
+    assert unbounded["expired_tokens"] == 0
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--online", "--max-tokens", "0"], "argument --max-tokens: must be at least 1, got 0"),
+        (["--online", "--max-tokens", "many"], "argument --max-tokens: expected a whole number"),
+        (
+            ["--online", "--max-tokens", "9", "--expire-every", "0"],
+            "argument --expire-every: must be at least 1, got 0",
+        ),
+        (["--max-tokens", "9"], "--max-tokens needs --online"),
+        (["--online", "--expire-every", "5"], "--expire-every needs --max-tokens"),
+    ],
+)
+def test_token_expiry_flags_are_refused_clearly(
+    corpus_file: Path, flags: list[str], said: str
+) -> None:
+    completed = subprocess.run(
+        [SPAMSIFT, "evaluate", str(corpus_file), *flags],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 2
+    assert said in completed.stderr
+    assert completed.stdout == ""
