@@ -11,7 +11,12 @@ from fastapi.testclient import TestClient
 from app.service.evaluation import Example, StreamExpiry, score_stream
 from app.service.expiry import expire_tokens
 from app.service.model_config import ModelConfig
-from tests.api.test_pairs_when_unsure import margin_now, stream, tokens_of
+from tests.api.test_pairs_when_unsure import (
+    assert_scored_as_the_reference,
+    margin_now,
+    stream,
+    tokens_of,
+)
 
 # min_learns 0: the model weighs the classes from the first message of each on, as the
 # reference stream does.
@@ -42,16 +47,7 @@ def test_the_evaluation_expires_what_the_server_expires(client: TestClient) -> N
     )
     vocabulary = client.get("/v1/models/m/stats").json()["vocabulary"]
 
-    seen: set[str] = set()
-    expected: list[float | None] = []
-    for score, (label, _) in zip(reference.scores, examples, strict=True):
-        weighed = len(seen) == 2  # until both classes have a message, no model weighs them
-        expected.append((score if label == "spam" else -score) if weighed else None)
-        seen.add(label)
-    assert [m is None for m in margins] == [e is None for e in expected]
-    for margin, reference_margin in zip(margins, expected, strict=True):
-        if reference_margin is not None:
-            assert margin == pytest.approx(reference_margin, rel=1e-9, abs=1e-9)
+    assert_scored_as_the_reference(margins, reference.scores.tolist(), examples)
     assert reference.expired_tokens > MAX_TOKENS  # expiry deleted a lot, many times over
     assert removed == reference.expired_tokens
     assert vocabulary["tokens"] == reference.stored_tokens

@@ -5,6 +5,7 @@ the evaluation's reference stream (`score_stream`) learns, message by message.""
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -59,6 +60,23 @@ def margin_now(client: TestClient, model: str, label: str, text: str) -> float |
     return float(scores[label] - scores[other])
 
 
+def assert_scored_as_the_reference(
+    margins: list[float | None], reference_scores: Sequence[float], examples: list[tuple[str, str]]
+) -> None:
+    """Each message's margin before its training (None: not weighed yet) is the reference
+    stream's spam log odds, turned to its label's."""
+    seen: set[str] = set()
+    expected: list[float | None] = []
+    for score, (label, _) in zip(reference_scores, examples, strict=True):
+        weighed = len(seen) == 2  # until both classes have a message, no model weighs them
+        expected.append((score if label == "spam" else -score) if weighed else None)
+        seen.add(label)
+    assert [m is None for m in margins] == [e is None for e in expected]
+    weighed_margins = [(m, e) for m, e in zip(margins, expected, strict=True) if e is not None]
+    for margin, reference_margin in weighed_margins:
+        assert margin == pytest.approx(reference_margin, rel=1e-9, abs=1e-9)
+
+
 def test_the_writer_stores_what_the_reference_stream_learns(client: TestClient) -> None:
     examples = stream(80)
     client.post("/v1/models", json={"name": "m", **OPTIONS})
@@ -78,16 +96,7 @@ def test_the_writer_stores_what_the_reference_stream_learns(client: TestClient) 
     )
     vocabulary = client.get("/v1/models/m/stats").json()["vocabulary"]
 
-    seen: set[str] = set()
-    expected: list[float | None] = []
-    for score, (label, _) in zip(reference.scores, examples, strict=True):
-        weighed = len(seen) == 2  # until both classes have a message, no model weighs them
-        expected.append((score if label == "spam" else -score) if weighed else None)
-        seen.add(label)
-    assert [m is None for m in margins] == [e is None for e in expected]
-    weighed_margins = [(m, e) for m, e in zip(margins, expected, strict=True) if e is not None]
-    for margin, reference_margin in weighed_margins:
-        assert margin == pytest.approx(reference_margin, rel=1e-9, abs=1e-9)
+    assert_scored_as_the_reference(margins, reference.scores.tolist(), examples)
     sure = [margin is not None and margin >= SURE for margin in margins]
     assert 10 < sum(sure) < len(examples) - 10  # both kinds of message, many of each
     for is_sure, (_, text), count in zip(sure, examples, stored, strict=True):

@@ -19,7 +19,9 @@ from app.service.runtime import Runtime, engine_config
 from app.service.training import forget, train, train_batch
 from app.store import counts as counts_module
 from app.store.counts import (
+    CountChanges,
     CountDelta,
+    MessageCounts,
     add_class_totals,
     add_token_counts,
     delete_tokens,
@@ -62,6 +64,19 @@ def new_tokens(db: Database, model_id: int, texts: list[str]) -> int:
         insert_tokens(conn, model_id, first_id=first, texts=texts, generation=row.generation)
         row.save(conn)
     return first
+
+
+def count_cells(counts: CountChanges | MessageCounts) -> set[tuple[int, int, int, int]]:
+    """The (token id, class index, docs, terms) rows a read brought."""
+    return set(
+        zip(
+            counts.count_token_ids.tolist(),
+            counts.count_class_indices.tolist(),
+            counts.count_docs.tolist(),
+            counts.count_terms.tolist(),
+            strict=True,
+        )
+    )
 
 
 def next_generation(conn: Connection, model_id: int, *, created_at: datetime) -> int:
@@ -115,15 +130,7 @@ def test_the_change_feed_returns_what_changed_after_a_generation(db: Database) -
 
     assert changes.generation == g2
     assert dict(zip(changes.token_ids.tolist(), changes.token_texts, strict=True)) == {late: "new"}
-    changed = set(
-        zip(
-            changes.count_token_ids.tolist(),
-            changes.count_class_indices.tolist(),
-            changes.count_docs.tolist(),
-            changes.count_terms.tolist(),
-            strict=True,
-        )
-    )
+    changed = count_cells(changes)
     assert changed == {(first + 1, 1, 1, 5), (late, 1, 1, 1)}
     assert sorted(everything.token_texts) == ["both", "new", "old"]
     assert len(everything.count_token_ids) == 4
@@ -156,25 +163,9 @@ def test_a_message_read_brings_its_known_tokens_rows_and_the_class_totals(db: Da
 
     assert read.token_ids.tolist() == [both, ham_only, no_rows, zeroed]
     assert read.token_texts == ["both", "ham only", "no rows", "zeroed"]
-    cells = set(
-        zip(
-            read.count_token_ids.tolist(),
-            read.count_class_indices.tolist(),
-            read.count_docs.tolist(),
-            read.count_terms.tolist(),
-            strict=True,
-        )
-    )
+    cells = count_cells(read)
     assert cells == {(both, 0, 2, 5), (both, 1, 1, 1), (ham_only, 0, 3, 3), (zeroed, 1, 0, 0)}
-    whole_cells = set(
-        zip(
-            whole.count_token_ids.tolist(),
-            whole.count_class_indices.tolist(),
-            whole.count_docs.tolist(),
-            whole.count_terms.tolist(),
-            strict=True,
-        )
-    )
+    whole_cells = count_cells(whole)
     assert cells == {cell for cell in whole_cells if cell[0] in read.token_ids.tolist()}
     assert read.class_docs.tolist() == [3, 2]
     assert read.class_terms.tolist() == [40, 17]
