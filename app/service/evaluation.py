@@ -155,7 +155,7 @@ class OnlineReport:
     ranking: RankingMeasures
     learning_curve: list[CurvePoint]
     expiry: StreamExpiry | None = None
-    expired_tokens: int = 0  # tokens expiry deleted over the stream (a token once per deletion)
+    expired_tokens: int = 0  # deletions by expiry over the stream (a token deleted twice: 2)
 
 
 def is_test_message(message_id: str) -> bool:
@@ -424,6 +424,9 @@ def score_stream(
     """
     if weight < 1:
         raise ValueError(f"weight must be >= 1, got {weight}")
+    if expiry is not None and start is not None:
+        # The server expires each model alone: the summed table would lose the backing's too.
+        raise ValueError("expiry of a stream added to a backing model is not measured")
     table = start.copy() if start is not None else CountTable(CLASSES)
     # Every token of the stream gets its id up front, with zero counts: a token no message has
     # been trained with is outside V until it is, so scores are those of a table interned as

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+from app.bayes.counts import CountTable
 from app.service.evaluation import Example, StreamExpiry, score_stream
 from app.service.expiry import expire_tokens
 from app.service.model_config import ModelConfig
@@ -57,3 +58,15 @@ def test_the_evaluation_expires_what_the_server_expires(client: TestClient) -> N
 def test_a_stream_expiry_needs_a_positive_maximum_and_interval(max_tokens: int, every: int) -> None:
     with pytest.raises(ValueError, match="must be >= 1"):
         StreamExpiry(max_tokens=max_tokens, every=every)
+
+
+def test_a_stream_into_a_backing_model_is_not_expired() -> None:
+    """The server expires each model alone; the blend's summed table would lose the backing
+    model's counts too, so the stream refuses to pretend."""
+    with pytest.raises(ValueError, match="backing model"):
+        score_stream(
+            [Example(id="1", label="spam", tokens={"a": 1})],
+            ModelConfig().to_engine(),
+            start=CountTable(("ham", "spam")),
+            expiry=StreamExpiry(max_tokens=10, every=1),
+        )
