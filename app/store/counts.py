@@ -521,12 +521,19 @@ class MessageCounts:
 # A row names its text by its place in the array sent instead of sending the text back, and
 # every column is an integer (-1 and zeros where a token has no count row), so the rows become
 # one numpy array without a Python object per value.
+#
+# PostgreSQL's count rows are joined LATERAL, each token's probed by the primary key: as a
+# plain join, with no statistics yet (a database just filled, before autovacuum's analyze:
+# tables of 150 M rows planned as 500 rows a token), it merge-joined every count row of the
+# model, 37 ms against 1-2 ms (`OFFSET 0` keeps the planner from flattening the subquery).
 _MESSAGE_ROWS_POSTGRESQL = (
     "SELECT t.token_id, m.place - 1, COALESCE(c.class_index, -1), COALESCE(c.docs, 0), "
     "COALESCE(c.terms, 0) "
     "FROM unnest(%(texts)s::text[]) WITH ORDINALITY AS m(text, place) "
     f"JOIN {tokens.name} t ON t.model_id = %(model)s AND t.text = m.text "
-    f"LEFT JOIN {token_counts.name} c ON c.model_id = %(model)s AND c.token_id = t.token_id "
+    "LEFT JOIN LATERAL (SELECT class_index, docs, terms "
+    f"FROM {token_counts.name} WHERE model_id = %(model)s AND token_id = t.token_id "
+    "OFFSET 0) c ON true "
     f"UNION ALL SELECT -1, -1, class_index, docs, terms FROM {class_totals.name} "
     "WHERE model_id = %(model)s"
 )

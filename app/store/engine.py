@@ -110,7 +110,10 @@ class Database:
                 "connect_timeout": max(1, int(self.lock_timeout_seconds)),
                 # synchronous_commit=on whatever the server's default: with off, a crash of
                 # PostgreSQL loses trainings that were already acknowledged (ROBUSTNESS F07).
-                "options": f"-c lock_timeout={timeout_ms} -c synchronous_commit=on",
+                # jit=off: every statement here is short, and where the planner's estimates
+                # run high (no statistics yet) it compiled them first: a message's read of a
+                # model not held took 60-220 ms, 40-240 ms of it compiling (EXPLAIN ANALYZE).
+                "options": f"-c lock_timeout={timeout_ms} -c synchronous_commit=on -c jit=off",
             },
         )
 

@@ -419,3 +419,35 @@ def test_a_model_loaded_part_by_part_equals_the_model_read_whole(
     for name in ("token_docs", "token_terms", "class_docs", "class_terms"):
         np.testing.assert_array_equal(getattr(in_parts.table, name), getattr(whole.table, name))
     assert in_parts.synced_generation == whole.synced_generation == generation
+
+
+@pytest.mark.postgresql
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_postgresql_reads_a_message_by_probes_whatever_the_statistics(db: Database) -> None:
+    """A model not held is read one index probe per token of the message, its count rows
+    per token by the primary key, never by sorting or hashing every count row of the model
+    (what the planner chose for a plain join without statistics); and no statement is
+    compiled first (jit off: compiling took longer than the reads)."""
+    with db.transaction() as conn:
+        model = find_model(conn, "default")
+    first = new_tokens(db, model.id, ["a", "b"])
+    with db.transaction() as conn:
+        generation = next_generation(conn, model.id, created_at=model.created_at)
+        add_token_counts(conn, model.id, delta([(first, 0, 1, 1)]), generation=generation)
+
+    with db.transaction(write=False) as conn:
+        jit = conn.exec_driver_sql("SHOW jit").scalar_one()
+        plan = "\n".join(
+            row[0]
+            for row in conn.exec_driver_sql(
+                "EXPLAIN " + counts_module._MESSAGE_ROWS_POSTGRESQL,
+                {"model": model.id, "texts": ["a", "b", "c"]},
+            )
+        )
+        read = read_message_counts(conn, model.id, ["a", "b", "c"], n_classes=2)
+
+    assert jit == "off"
+    assert "Nested Loop Left Join" in plan
+    assert "Merge" not in plan
+    assert "Hash" not in plan
+    assert read.token_texts == ["a", "b"]
