@@ -60,10 +60,20 @@ def expire_tokens(rt: Runtime, *, model_name: str, max_tokens: int) -> ExpiryRes
     return rt.models.use(model_name, lambda live: _expire(rt, live, max_tokens))
 
 
-def expire_all(rt: Runtime, *, max_tokens: int) -> list[ExpiryResult]:
-    """Expire every model (the server runs this periodically)."""
-    names = rt.db.run(lambda conn: [row.name for row in list_models(conn)], write=False)
-    return [expire_tokens(rt, model_name=name, max_tokens=max_tokens) for name in names]
+def expire_all(
+    rt: Runtime, *, max_tokens: int, over_maximum_only: bool = False
+) -> list[ExpiryResult]:
+    """Expire every model (`spamsift expire`). With `over_maximum_only` (the server's run
+    every five minutes), only the models whose trained tokens are past the maximum, as their
+    rows count them: expiring a model loads it, and a server of many models under the
+    maximum would otherwise read every one of them each time (a model under it keeps its dead
+    tokens until it passes the maximum, or until `spamsift expire`)."""
+    rows = rt.db.run(list_models, write=False)
+    return [
+        expire_tokens(rt, model_name=row.name, max_tokens=max_tokens)
+        for row in rows
+        if not over_maximum_only or row.vocabulary > max_tokens
+    ]
 
 
 @dataclass(frozen=True)

@@ -103,7 +103,7 @@ def periodic_work(rt: Runtime) -> list[Work]:
     work: list[Work] = []
     token_limit = rt.settings.max_tokens_per_model
     if token_limit > 0:
-        work.append(lambda: expire_all(rt, max_tokens=token_limit))
+        work.append(lambda: expire_all(rt, max_tokens=token_limit, over_maximum_only=True))
     ledger_limit = rt.settings.max_ledger_messages_per_model
     if ledger_limit > 0:
         work.append(lambda: prune_ledgers(rt, keep=ledger_limit))

@@ -10,8 +10,9 @@ import pytest
 
 from app.config import Settings
 from app.service.classification import classify
-from app.service.expiry import expire_tokens
+from app.service.expiry import expire_all, expire_tokens
 from app.service.messages import Message
+from app.service.models import create_model
 from app.service.runtime import Runtime
 from app.service.scheduler import periodic_work
 from app.service.training import apply_feedback, forget, train
@@ -136,3 +137,43 @@ def test_a_stream_with_periodic_expiry_levels_off_at_the_maximum(settings: Setti
         assert sizes == [60] * 5
     finally:
         rt.close()
+
+
+def test_the_servers_expiry_reads_no_model_under_the_maximum(settings: Settings) -> None:
+    """Expiring a model loads it: the server's run every five minutes expires only the models
+    whose trained tokens are past the maximum (their rows say so), so a server of many small
+    models does not read every one of them each time. A model under the maximum keeps its
+    dead tokens until `spamsift expire`, which goes through every model."""
+    bounded = settings.model_copy(update={"max_tokens_per_model": 60})
+    trainer = Runtime(bounded)
+    try:
+        for name in ("small", "tiny"):
+            create_model(trainer, name=name, classes=None, config={})
+        for n in range(12):
+            train(trainer, model_name="default", message=Message(text=spam_text(n)), label="spam")
+            train(trainer, model_name="default", message=Message(text=ham_text(n)), label="ham")
+        train(trainer, model_name="tiny", message=Message(text="lunch agenda"), label="ham")
+        train(trainer, model_name="small", message=Message(text=ham_text(0)), label="ham")
+        gone = train(trainer, model_name="small", message=Message(text=spam_text(1)), label="spam")
+        forget(trainer, model_name="small", message_id=gone.message_id)
+        small_before = table_figures(trainer.db, "small")
+        assert table_figures(trainer.db)["vocabulary"] > 60
+    finally:
+        trainer.close()
+    assert small_before["tokens"] > small_before["vocabulary"]  # the forgotten one's are dead
+
+    server = Runtime(bounded)  # a server process: it holds no model yet
+    try:
+        for step in periodic_work(server):
+            step()
+        assert server.models.held("small") is None
+        assert server.models.held("tiny") is None
+        assert table_figures(server.db)["tokens"] == 60
+        assert table_figures(server.db, "small") == small_before
+
+        by_hand = expire_all(server, max_tokens=60)  # what `spamsift expire` runs
+        assert [result.model for result in by_hand] == ["default", "small", "tiny"]
+        small_after = table_figures(server.db, "small")
+        assert small_after["tokens"] == small_after["vocabulary"] == small_before["vocabulary"]
+    finally:
+        server.close()
