@@ -201,9 +201,12 @@ def test_the_online_command_in_file_order_prints_a_table(corpus_file: Path) -> N
     assert "top-ranked errors" in completed.stdout
 
 
-def test_the_online_command_measures_token_expiry(corpus_file: Path) -> None:
+def test_the_online_command_measures_token_expiry(
+    corpus_file: Path, examples: list[Example]
+) -> None:
     """--max-tokens runs the server's expiry between the messages: the model ends within the
-    maximum (expiry ran after the last message), having deleted tokens on the way."""
+    maximum (expiry ran after the last message), having deleted tokens on the way, where the
+    same stream without expiry ends with more."""
     every = 8  # 80 messages: expiry runs last after the 80th
     expiry = ["--max-tokens", "15", "--expire-every", str(every)]
     completed = subprocess.run(
@@ -213,21 +216,14 @@ def test_the_online_command_measures_token_expiry(corpus_file: Path) -> None:
         timeout=120,
         check=True,
     )
-    unbounded = json.loads(
-        subprocess.run(
-            [SPAMSIFT, "evaluate", str(corpus_file), "--online", "--json"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        ).stdout
-    )
+    unbounded = evaluate_online(examples, corpus="x", config=ModelConfig().to_engine())
+
     report = json.loads(completed.stdout)
     assert report["expiry"] == {"max_tokens": 15, "every": every}
-    assert report["vocabulary"] <= 15 < unbounded["vocabulary"]
+    assert report["vocabulary"] <= 15 < unbounded.vocabulary
     assert report["expired_tokens"] > 0
-    assert unbounded["expiry"] is None
-    assert unbounded["expired_tokens"] == 0
+    assert unbounded.expiry is None
+    assert unbounded.expired_tokens == 0
 
 
 @pytest.mark.parametrize(
