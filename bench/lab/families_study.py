@@ -47,6 +47,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from app.cli.evaluate import EXPIRE_EVERY
 from app.service.corpus import LabelledMessage
 from app.service.evaluation import (
     Example,
@@ -180,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.lab.families_study", description=__doc__)
     parser.add_argument("--streams", default="trec07p,enron,shuffled")
     parser.add_argument("--configs", default=",".join(CONFIGS))
-    parser.add_argument("--expire-every", type=int, default=100)
+    parser.add_argument("--expire-every", type=int, default=EXPIRE_EVERY)
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--tokenize-step", type=int, default=10)
     parser.add_argument("--json", type=Path, default=None)
