@@ -327,7 +327,7 @@ def serve(
     )
     try:
         uvicorn.run(
-            "app.main:create_app",
+            "app.main:create_worker_app",
             factory=True,
             host=host,
             port=port,

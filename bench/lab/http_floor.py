@@ -152,7 +152,7 @@ def trained_app(split: data.Split) -> FastAPI:
         classify_time_budget_seconds=600,
         _env_file=None,  # type: ignore[call-arg]
     )
-    app = create_app(settings)
+    app = create_app(settings, freeze_startup_objects=True)  # as a server worker
     for start in range(0, len(split.train), 500):
         items = [
             (MailMessage(raw=m.raw, text=m.text, message_id=m.id), m.label)

@@ -38,7 +38,7 @@ def two_servers(database_url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
                             sys.executable,
                             "-m",
                             "uvicorn",
-                            "app.main:create_app",
+                            "app.main:create_worker_app",
                             "--factory",
                             "--host",
                             "127.0.0.1",

@@ -34,7 +34,7 @@ def server_env(database_url: str, **settings: str) -> dict[str, str]:
 
 
 class Server:
-    """One `uvicorn app.main:create_app --factory` (or `spamsift serve`) process, with its
+    """One `uvicorn app.main:create_worker_app --factory` (or `spamsift serve`) process, with its
     workers, on a free port."""
 
     def __init__(
@@ -67,7 +67,7 @@ class Server:
                 *(sys.executable, "-m", "app.cli.main", "serve", "--host", "127.0.0.1"),
                 *("--port", str(self.port), "--workers", str(self.workers), *self.uvicorn_args),
             ]
-        command = [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory"]
+        command = [sys.executable, "-m", "uvicorn", "app.main:create_worker_app", "--factory"]
         command += ["--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"]
         if self.workers > 1:
             command += ["--workers", str(self.workers)]
