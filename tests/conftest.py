@@ -138,6 +138,7 @@ LEFT_OUT_OF_QUICK_RUN = {
 # server, and the mail system itself (several processes a test).
 FOLDER_MARKERS = {"ui": "browser", "faults": "slow", "properties": "slow", "mail": "mailserver"}
 LEFT_OUT = pytest.StashKey[dict[str, int]]()
+IGNORED = pytest.StashKey[set[str]]()  # markers of the folders a quick run did not collect
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -148,6 +149,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         + ", ".join(LEFT_OUT_OF_QUICK_RUN)
         + " (CI runs this; docs/development.md)",
     )
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """On a quick run, the folders it leaves out whole are not even collected: importing and
+    parametrising them (schemathesis builds its cases per operation as it collects) cost each
+    worker about 4 s of CPU."""
+    if collection_path.parent.name == "tests" and collection_path.name in FOLDER_MARKERS:
+        marker = FOLDER_MARKERS[collection_path.name]
+        if marker in LEFT_OUT_OF_QUICK_RUN and is_quick_run(config):
+            config.stash.setdefault(IGNORED, set()).add(marker)
+            return True
+    return None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -192,10 +205,11 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if not is_quick_run(config):
         return
     counts = config.stash.get(LEFT_OUT, None)  # None under xdist: its workers collected
+    ignored = config.stash.get(IGNORED, set())  # folders not collected: not counted
     kinds = [
-        f"{counts[marker]} {name}" if counts is not None else name
+        f"{counts[marker]} {name}" if counts is not None and marker not in ignored else name
         for marker, name in LEFT_OUT_OF_QUICK_RUN.items()
-        if counts is None or counts[marker]
+        if counts is None or counts[marker] or marker in ignored
     ]
     terminalreporter.write_sep("-", "quick run")
     terminalreporter.write_line(

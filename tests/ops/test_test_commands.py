@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import FOLDER_MARKERS, REPO
 
 SAMPLE = "tests/api/test_human_messages.py"  # a file with SQLite and PostgreSQL variants
 
@@ -52,6 +52,17 @@ def test_plain_pytest_leaves_out_the_marked_tests_and_says_how_to_run_them() -> 
     assert collected(full) == (selected + left_out, 0)
     assert collected(named) == (selected + left_out, 0)
     assert "Left out" not in full + named
+
+
+@pytest.mark.slow  # a collection of the whole tree: ~7 s
+def test_plain_pytest_does_not_even_collect_the_folders_it_leaves_out_whole() -> None:
+    quick = collect()
+
+    listed = {line.split("::")[0] for line in quick.splitlines() if "::" in line}
+    assert any(path.startswith("tests/api/") for path in listed)
+    for folder in FOLDER_MARKERS:
+        assert not any(path.startswith(f"tests/{folder}/") for path in listed), folder
+    assert "slow load, fault and property, browser, mail-server" in quick
 
 
 def test_ci_runs_the_full_command_the_readme_gives() -> None:

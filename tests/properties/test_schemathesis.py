@@ -11,7 +11,7 @@ second test sends only those, to every route that takes them, and checks the ans
 found wrong.
 
 Run longer: SPAMSIFT_SCHEMATHESIS_EXAMPLES=300 SPAMSIFT_SCHEMATHESIS_RAW_EXAMPLES=500 \
-    pytest tests/api/test_schemathesis.py
+    pytest tests/properties/test_schemathesis.py
 """
 
 from __future__ import annotations
@@ -48,7 +48,6 @@ from app.store.engine import Database
 from tests.builders import train_examples
 from tests.properties.strategies import raw_messages
 
-pytestmark = pytest.mark.slow  # property tests over every operation: minutes on 2 cores
 EXAMPLES = int(os.environ.get("SPAMSIFT_SCHEMATHESIS_EXAMPLES", "20"))
 RAW_EXAMPLES = int(os.environ.get("SPAMSIFT_SCHEMATHESIS_RAW_EXAMPLES", "40"))
 # With SPAMSIFT_SCHEMATHESIS_STATS=<file>, each test appends the cases sent, by mode,
