@@ -75,6 +75,7 @@ def committed_examples(target: Path) -> None:
         shutil.copy(REPO / name, target / name)
 
 
+@pytest.mark.slow
 def test_the_readme_tour_runs_in_order(tmp_path: Path) -> None:
     if shutil.which("curl") is None:
         pytest.skip("the tour uses curl, which is not installed here")

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio.to_thread
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from app.api.routes.messages import CLASSIFY_ON_LOOP_BYTES
@@ -112,6 +113,7 @@ def test_a_held_model_is_classified_while_every_thread_of_the_pool_is_taken(
     assert _with_the_pool_taken(settings, train, raw)
 
 
+@pytest.mark.slow
 def test_what_would_read_the_database_waits_for_a_thread(settings: Settings) -> None:
     async def trained_then_dropped(client: httpx.AsyncClient, app: FastAPI) -> None:
         await _trained(client, "default")

@@ -121,6 +121,7 @@ def test_two_thousand_idle_connections_from_one_address_leave_a_new_client_serve
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
+@pytest.mark.slow
 def test_a_connection_that_sends_nothing_is_closed_at_the_header_timeout(tmp_path: Path) -> None:
     env = serve_env(tmp_path, SPAMSIFT_HEADER_TIMEOUT_SECONDS="1")
 
@@ -128,6 +129,7 @@ def test_a_connection_that_sends_nothing_is_closed_at_the_header_timeout(tmp_pat
         assert read_until_closed(sock) == b""  # closed, nothing said (it asked nothing)
 
 
+@pytest.mark.slow
 def test_a_head_that_trickles_is_cut_off_at_the_header_timeout(tmp_path: Path) -> None:
     env = serve_env(tmp_path, SPAMSIFT_HEADER_TIMEOUT_SECONDS="1")
 
@@ -159,6 +161,7 @@ def test_a_head_that_trickles_is_cut_off_at_the_header_timeout(tmp_path: Path) -
     assert received in (b"",) or received.startswith(b"HTTP/1.1 408 "), received[:200]
 
 
+@pytest.mark.slow
 def test_a_kept_alive_connection_is_served_again_and_closed_once_idle(tmp_path: Path) -> None:
     env = serve_env(tmp_path, SPAMSIFT_KEEP_ALIVE_TIMEOUT_SECONDS="1")
 

@@ -410,6 +410,7 @@ def rss_kib(pid: int, field: str = "VmRSS") -> int:
     raise AssertionError(f"no {field} for process {pid}")
 
 
+@pytest.mark.slow
 def test_forwarded_addresses_are_not_believed_unless_the_proxy_is_trusted(
     tmp_path: Path,
 ) -> None:
@@ -431,6 +432,7 @@ def test_forwarded_addresses_are_not_believed_unless_the_proxy_is_trusted(
     assert "203.0.113." not in log  # the forged addresses are not logged as the client
 
 
+@pytest.mark.slow
 def test_a_trusted_proxys_forwarded_address_is_the_client(tmp_path: Path) -> None:
     env = serve_env(tmp_path, SPAMSIFT_ADMIN_KEY=ADMIN_KEY, SPAMSIFT_TRUSTED_PROXIES="127.0.0.1")
 
@@ -448,6 +450,7 @@ def test_a_trusted_proxys_forwarded_address_is_the_client(tmp_path: Path) -> Non
     assert '"client": "203.0.113.1"' in log or "203.0.113.1" in log
 
 
+@pytest.mark.slow
 def test_three_clients_without_keys_sending_64_mb_bodies_leave_the_servers_memory_as_it_was(
     tmp_path: Path,
 ) -> None:
@@ -516,6 +519,7 @@ def test_a_batch_is_refused_as_its_items_are_counted_before_the_rest_is_parsed(
 # --- a browser aimed at a server on this machine --------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_development_server_refuses_a_host_name_other_than_this_machines(tmp_path: Path) -> None:
     # DNS rebinding: a page at rebind.example has its name resolve to 127.0.0.1; the browser
     # then sends its requests to this server, as the same origin, with that Host.
@@ -538,6 +542,7 @@ def test_a_development_server_refuses_a_host_name_other_than_this_machines(tmp_p
     assert named == [200] * 4
 
 
+@pytest.mark.slow
 def test_a_server_with_keys_answers_any_host_name_with_a_valid_key(tmp_path: Path) -> None:
     env = serve_env(tmp_path, SPAMSIFT_ADMIN_KEY=ADMIN_KEY)
 

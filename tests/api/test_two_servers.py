@@ -69,6 +69,7 @@ def two_servers(database_url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
                 process.wait(timeout=10)
 
 
+@pytest.mark.slow
 def test_training_through_one_server_is_seen_by_the_other_within_a_second(
     two_servers: tuple[str, str],
 ) -> None:

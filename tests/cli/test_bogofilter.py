@@ -65,6 +65,7 @@ def test_import_bogofilter_adds_to_a_model_and_import_dash_dash_bogofilter_is_th
     assert stored.token_counts[("casino", SPAM)] == (6, 6)
 
 
+@pytest.mark.slow
 def test_a_file_that_is_no_dump_changes_nothing(cli: Cli, tmp_path: Path) -> None:
     broken = tmp_path / "broken.txt"
     broken.write_bytes(DUMP.read_bytes().replace(b"casino 3 0", b"casino three 0"))

@@ -43,6 +43,7 @@ def trained(cli: Cli) -> Cli:
     return cli
 
 
+@pytest.mark.slow
 def test_classify_prints_the_verdict_and_exits_as_bogofilter_does(trained: Cli) -> None:
     for raw, verdict, status in (
         (spam_bytes(20), "spam", 0),
@@ -87,6 +88,7 @@ def test_classify_errors_exit_3(cli: Cli, tmp_path: Path) -> None:
     assert b"no trained message" in untrained.stderr
 
 
+@pytest.mark.slow
 def test_add_header_prints_the_message_byte_for_byte_with_the_verdict_headers_first(
     trained: Cli,
 ) -> None:
@@ -108,6 +110,7 @@ def test_add_header_prints_the_message_byte_for_byte_with_the_verdict_headers_fi
         assert rest == raw
 
 
+@pytest.mark.slow
 def test_add_header_writes_what_spamassassin_readers_expect(trained: Cli) -> None:
     spam = trained("classify", "--add-header", input=spam_bytes(27)).stdout
     ham = trained("classify", "--add-header", input=ham_bytes(27)).stdout

@@ -13,6 +13,7 @@ from tests.cli.conftest import SPAMSIFT, Cli, clean_environment, run_on_terminal
 from tests.cli.mailfiles import ham_bytes, spam_bytes, write_eml_folder
 
 
+@pytest.mark.slow
 def test_options_may_come_between_the_paths(cli: Cli, tmp_path: Path) -> None:
     first = write_eml_folder(tmp_path / "a", [spam_bytes(1), spam_bytes(2)])
     second = write_eml_folder(tmp_path / "b", [spam_bytes(3)])

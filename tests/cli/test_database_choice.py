@@ -66,6 +66,7 @@ def test_a_command_from_the_wrong_folder_creates_no_database_and_says_where_it_l
     assert completed.stdout.strip() == ""  # no key printed: none was made
 
 
+@pytest.mark.slow
 def test_db_upgrade_creates_the_database_and_names_it(tmp_path: Path) -> None:
     completed = run_in(tmp_path, "db", "upgrade")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from app.config import Settings
 from app.service.runtime import Runtime
 from app.store.engine import Database
@@ -27,6 +29,7 @@ def test_spamsift_expire_runs_from_the_command_line(cli: Cli, database_url: str)
         db.dispose()
 
 
+@pytest.mark.slow
 def test_spamsift_expire_prunes_ledgers_and_db_vacuum_rebuilds(cli: Cli, database_url: str) -> None:
     settings = Settings(database_url=database_url, _env_file=None)  # type: ignore[call-arg]
     rt = Runtime(settings)

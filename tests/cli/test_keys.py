@@ -66,6 +66,7 @@ def test_keys_create_prints_the_key_alone_on_its_last_line(
     assert key not in completed.stderr
 
 
+@pytest.mark.slow
 def test_keys_list_shows_each_key_without_its_secret(database_url: str, tmp_path: Path) -> None:
     relay = create(database_url, tmp_path, "--scope", "classify", "--scope", "train")
     limited = create(
@@ -144,6 +145,7 @@ def test_keys_commands_refuse_bad_arguments_with_a_message(
     assert completed.stdout == ""
 
 
+@pytest.mark.slow
 def test_the_last_admin_key_is_not_revoked_while_other_keys_remain(
     database_url: str, tmp_path: Path
 ) -> None:

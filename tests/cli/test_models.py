@@ -13,6 +13,7 @@ from tests.cli.conftest import Cli
 from tests.cli.mailfiles import ham_bytes, spam_bytes, write_eml_folder
 
 
+@pytest.mark.slow
 def test_models_are_made_listed_changed_and_shown(cli: Cli) -> None:
     created = cli("models", "create", "example.org", "event_model=multinomial", "alpha=0.5")
     listed = cli.ok("models", "list")

@@ -53,6 +53,7 @@ def test_train_reads_folders_mbox_and_maildir_and_sums_up(cli: Cli, tmp_path: Pa
     assert "<ham3@example.org>" in message_ids
 
 
+@pytest.mark.slow
 def test_training_again_reports_known_and_relabelled_messages(cli: Cli, tmp_path: Path) -> None:
     folder = write_eml_folder(tmp_path / "eml", [spam_bytes(i) for i in range(4)])
     cli.ok("train", "--label", "spam", str(folder))
@@ -124,6 +125,7 @@ def test_a_path_that_does_not_exist_exits_2_before_anything_is_read(
     assert counts(cli.database_url).class_totals[1][0] == 0
 
 
+@pytest.mark.slow
 def test_standard_input_is_an_mbox_or_one_message(cli: Cli, tmp_path: Path) -> None:
     mbox = write_mbox(tmp_path / "spam.mbox", [spam_bytes(i) for i in range(3)]).read_bytes()
 
@@ -140,6 +142,7 @@ def test_standard_input_is_an_mbox_or_one_message(cli: Cli, tmp_path: Path) -> N
     )
 
 
+@pytest.mark.slow
 def test_standard_input_that_is_empty_too_large_or_named_twice_is_refused(
     cli: Cli, tmp_path: Path
 ) -> None:
@@ -174,6 +177,7 @@ def test_train_needs_a_label_for_mail_files(cli: Cli, tmp_path: Path) -> None:
     assert b"--label" in completed.stderr
 
 
+@pytest.mark.slow
 def test_an_unknown_label_exits_2_before_anything_is_read(
     cli: Cli, server: str, tmp_path: Path
 ) -> None:
@@ -242,6 +246,7 @@ def test_train_through_a_server_stores_what_local_training_stores(
     assert remote_counts.class_totals[0][0] == 4  # three Latin-1 messages went alone, as bytes
 
 
+@pytest.mark.slow
 def test_train_through_a_server_relabels_and_refuses_like_the_local_database(
     cli: Cli, server: str, tmp_path: Path
 ) -> None:

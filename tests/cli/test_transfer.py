@@ -115,6 +115,7 @@ def fill(cli: Cli, tmp_path: Path) -> None:
         rt.close()
 
 
+@pytest.mark.slow
 def test_an_export_imported_into_an_empty_database_reproduces_every_row(
     cli: Cli, tmp_path: Path, empty_database_url: str
 ) -> None:
@@ -138,6 +139,7 @@ def test_an_export_imported_into_an_empty_database_reproduces_every_row(
     assert source == copy
 
 
+@pytest.mark.slow
 def test_export_to_stdout_and_import_from_stdin_and_one_model(cli: Cli, tmp_path: Path) -> None:
     fill(cli, tmp_path)
     exported = cli("export", "--model", "second")
@@ -159,6 +161,7 @@ def test_export_to_stdout_and_import_from_stdin_and_one_model(cli: Cli, tmp_path
             assert mine == expected, table
 
 
+@pytest.mark.slow
 def test_an_export_made_before_body_digests_imports_with_none(cli: Cli, tmp_path: Path) -> None:
     fill(cli, tmp_path)
     lines = [json.loads(line) for line in cli("export", "--model", "second").stdout.splitlines()]
@@ -185,6 +188,7 @@ def test_an_export_made_before_body_digests_imports_with_none(cli: Cli, tmp_path
     assert all(("body_digest", None) in row for row in trained)
 
 
+@pytest.mark.slow
 def test_import_refuses_a_trained_model_unless_replace(cli: Cli, tmp_path: Path) -> None:
     fill(cli, tmp_path)
     export = tmp_path / "export.jsonl"
@@ -207,6 +211,7 @@ def test_import_refuses_a_trained_model_unless_replace(cli: Cli, tmp_path: Path)
     "damage",
     ["drop the end line", "cut a rows line", "not json", "another format"],
 )
+@pytest.mark.slow
 def test_a_damaged_export_imports_nothing(cli: Cli, tmp_path: Path, damage: str) -> None:
     fill(cli, tmp_path)
     lines = cli("export").stdout.splitlines()

@@ -95,6 +95,7 @@ def healthcheck_command(arguments: str) -> list[str]:
     return exec_form(command)
 
 
+@pytest.mark.slow
 def test_the_health_check_asks_healthz_without_curl_and_works(tmp_path: Path) -> None:
     command = healthcheck_command(dict(final_stage())["HEALTHCHECK"])
     assert command[0] == "python"

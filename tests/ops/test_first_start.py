@@ -61,6 +61,7 @@ def test_only_loopback_serves_without_authentication_by_default(
     assert is_loopback(host) is (host in ("127.0.0.1", "::1", "localhost"))
 
 
+@pytest.mark.slow
 def test_the_start_line_names_version_database_workers_and_mode_and_alembic_is_quiet(
     tmp_path: Path,
 ) -> None:

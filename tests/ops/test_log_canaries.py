@@ -406,6 +406,7 @@ def traces(text: str) -> list[str]:
     return [form.lower() for form in forms]
 
 
+@pytest.mark.slow
 def test_no_canary_reaches_the_logs(run: Run) -> None:
     assert len(run.answers) >= 39
     forms = traces(run.output)

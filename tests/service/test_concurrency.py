@@ -13,6 +13,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from app.config import Settings
 from app.service.messages import Message
 from app.service.runtime import Runtime
@@ -75,6 +77,7 @@ def train_concurrently(url: str, worker: int, start_at: float) -> dict[str, Any]
     return {"worker": worker, "operations": operations, "errors": errors}
 
 
+@pytest.mark.slow
 def test_processes_training_at_once_lose_no_increment(database_url: str) -> None:
     context = multiprocessing.get_context("spawn")
     started = time.monotonic()

@@ -267,6 +267,7 @@ def test_prefixed_tokens_are_counted_the_same_both_ways(tokens, prefixes):
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(st.dictionaries(token_keys, st.one_of(st.integers(1, 10**6), st.integers()), max_size=40))
 def test_token_lines_are_the_same_both_ways(token_counts):
