@@ -11,6 +11,9 @@ from fastapi.testclient import TestClient
 from app.config import Settings
 from app.main import create_app, create_worker_app
 
+# What the garbage collector holds does not depend on the database: SQLite alone.
+pytestmark = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+
 
 def test_a_worker_app_freezes_its_start_up_objects_until_it_stops(
     database_url: str, monkeypatch: pytest.MonkeyPatch
