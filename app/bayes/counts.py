@@ -26,6 +26,7 @@ import scipy.sparse
 from numpy.typing import ArrayLike, NDArray
 
 from app.bayes.tokens import TokenIndex, grown_capacity
+from app.token_texts import HashedTexts
 
 IntArray = NDArray[np.int64]
 # Counts are kept as int32 (half the memory of a model) until a value outgrows it: then that
@@ -324,8 +325,8 @@ class CountTable:
             self._bump(np.arange(known, self.n_tokens, dtype=np.int64))
         return ids
 
-    def place(self, token_ids: ArrayLike, tokens: Sequence[str]) -> None:
-        """Register token texts under ids chosen by the database.
+    def place(self, token_ids: ArrayLike, tokens: Sequence[str] | HashedTexts) -> None:
+        """Register token texts under ids chosen by the database (see `TokenIndex.place`).
 
         Ids may arrive out of order and leave gaps (slots with text "" until placed);
         capacity grows geometrically. Re-placing the same (id, text) is a no-op.

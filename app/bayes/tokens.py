@@ -26,9 +26,9 @@ SipHash of its UTF-8 bytes), the one the tokenizer emits, so scoring looks a mes
 tokens up by hash alone (`lookup_hashes`: one `searchsorted` per sorted array for a whole
 batch) without making their texts; the hashes of the collided texts are kept apart (a small
 sorted array), and only a token with one of those hashes is asked for its text.
-(SpamAssassin's Bayes keeps only 40 bits of each token's SHA-1.) Writers look up with
-`exact=True`, which compares the texts too, so a new token is never counted under another's
-id.
+(SpamAssassin's Bayes keeps only 40 bits of each token's SHA-1.) Writers look up exactly
+(`lookup_exact`, or `lookup(..., exact=True)`), which compares the UTF-8 bytes of every token
+found by its hash with the index's, so a new token is never counted under another's id.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app.token_hash import token_hashes
+from app.token_texts import ENCODING, ERRORS, EncodedTexts, HashedTexts, equal_texts, starting_with
 
 IntArray = NDArray[np.int64]
 ScalarT = TypeVar("ScalarT", bound=np.generic)
@@ -55,8 +56,6 @@ _MIN_CAPACITY = 64
 # 126k needles: 35 -> 8 ms.
 _SORT_NEEDLES = 64
 _MIN_MERGE = 4096  # tokens waiting in the dict before a merge is worth an array copy
-_ENCODING = "utf-8"
-_ERRORS = "surrogatepass"  # any str round-trips; the tokenizer never makes surrogates
 
 
 def grown_capacity(capacity: int, needed: int) -> int:
@@ -67,114 +66,6 @@ def grown_capacity(capacity: int, needed: int) -> int:
     its arrays instead of 100 %.
     """
     return max(needed, capacity + max(capacity // 8, min(capacity, 65_536)), _MIN_CAPACITY)
-
-
-class EncodedTexts(Sequence[str]):
-    """Texts in one UTF-8 buffer: text i is `blob[starts[i] : starts[i] + lengths[i]]`.
-
-    How the store hands over a model's token texts in bulk (one string per 100,000 tokens
-    instead of a row tuple per token); `TokenIndex.place` keeps the buffer as it is, bytes
-    between the texts included. Indexing decodes one text; `strings` gives them all.
-    """
-
-    __slots__ = ("_strings", "blob", "lengths", "starts")
-
-    def __init__(
-        self,
-        blob: bytes,
-        starts: IntArray,
-        lengths: IntArray,
-        *,
-        strings: list[str] | None = None,
-    ) -> None:
-        starts = np.asarray(starts, dtype=np.int64)
-        lengths = np.asarray(lengths, dtype=np.int64)
-        if starts.shape != lengths.shape or starts.ndim != 1:
-            raise ValueError("starts and lengths must be 1-dimensional and of equal length")
-        if starts.size and (
-            starts.min() < 0 or lengths.min() < 0 or (starts + lengths).max() > len(blob)
-        ):
-            raise ValueError(f"every text must lie within the {len(blob)} bytes given")
-        if strings is not None and len(strings) != starts.size:
-            raise ValueError(f"got {len(strings)} strings for {starts.size} texts")
-        self.blob = blob
-        self.starts = starts
-        self.lengths = lengths
-        self._strings = strings
-
-    @classmethod
-    def from_terminated(cls, joined: str, terminator: str, count: int) -> EncodedTexts | None:
-        """`count` texts, each followed by the ASCII character `terminator`; None when some
-        text holds that character (the split then finds more than `count`)."""
-        if len(terminator) != 1 or not terminator.isascii():
-            raise ValueError(f"the terminator must be one ASCII character, got {terminator!r}")
-        strings = joined.split(terminator)
-        if strings.pop() != "" or len(strings) != count:
-            return None
-        blob = joined.encode(_ENCODING, _ERRORS)
-        # An ASCII byte never occurs inside another character's UTF-8 sequence, and none of
-        # the texts holds this one: each such byte ends a text.
-        ends = np.flatnonzero(np.frombuffer(blob, dtype=np.uint8) == ord(terminator))
-        starts = np.zeros(count, dtype=np.int64)
-        starts[1:] = ends[:-1] + 1
-        lengths = ends - starts
-        # Kept without the terminators: text i then starts i bytes earlier.
-        compact = blob.replace(terminator.encode("ascii"), b"")
-        return cls(compact, starts - np.arange(count), lengths, strings=strings)
-
-    @classmethod
-    def concatenate(cls, parts: Sequence[EncodedTexts]) -> EncodedTexts:
-        if len(parts) == 1:
-            return parts[0]
-        if not parts:
-            empty = np.zeros(0, dtype=np.int64)
-            return cls(b"", empty, empty, strings=[])
-        offsets = np.cumsum([0] + [len(part.blob) for part in parts[:-1]])
-        strings: list[str] | None = []
-        for part in parts:
-            if strings is not None and part._strings is not None:
-                strings.extend(part._strings)
-            else:
-                strings = None
-        return cls(
-            b"".join(part.blob for part in parts),
-            np.concatenate(
-                [part.starts + offset for part, offset in zip(parts, offsets.tolist(), strict=True)]
-            ),
-            np.concatenate([part.lengths for part in parts]),
-            strings=strings,
-        )
-
-    def __len__(self) -> int:
-        return int(self.starts.size)
-
-    @overload
-    def __getitem__(self, position: int) -> str: ...
-
-    @overload
-    def __getitem__(self, position: slice) -> list[str]: ...
-
-    def __getitem__(self, position: int | slice) -> str | list[str]:
-        if isinstance(position, slice):
-            return [self[i] for i in range(*position.indices(len(self)))]
-        if self._strings is not None:
-            return self._strings[position]
-        start = int(self.starts[position])
-        end = start + int(self.lengths[position])
-        return self.blob[start:end].decode(_ENCODING, _ERRORS)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.strings())
-
-    def strings(self) -> list[str]:
-        """Every text as a str (kept: the store's split made them already)."""
-        if self._strings is None:
-            blob = self.blob
-            self._strings = [
-                blob[start : start + length].decode(_ENCODING, _ERRORS)
-                for start, length in zip(self.starts.tolist(), self.lengths.tolist(), strict=True)
-            ]
-        return self._strings
 
 
 class TokenIndex(Sequence[str]):
@@ -290,7 +181,51 @@ class TokenIndex(Sequence[str]):
         exact=True also compares the text of every token found by its hash: for writers,
         which must never count a new token under a known one's id, however unlikely.
         """
-        return self._lookup(tokens, None, exact=exact)
+        if exact:
+            return self.lookup_exact(HashedTexts.from_strings(tokens, self._hashes_of(tokens)))
+        n = len(tokens)
+        ids = np.full(n, -1, dtype=np.int64)
+        if self._hashes.size or self._recent_hashes.size:
+            ids = self._by_hash(self._hashes_of(tokens))
+        if self._collided:
+            # map(dict.get, ...) calls the dict in C: 2x faster than a generator.
+            extra = np.fromiter(map(self._collided.get, tokens, repeat(-1)), np.int64, n)
+            np.copyto(ids, extra, where=extra >= 0)
+        return ids
+
+    def lookup_exact(self, tokens: HashedTexts) -> IntArray:
+        """`lookup(texts, exact=True)` for texts given as UTF-8 with their hashes (from this
+        index's hash function): the bytes of every token found by its hash compared with the
+        index's in numpy, and a `str` made only of a token whose hash is collided."""
+        hashes, texts = tokens.hashes, tokens.texts
+        ids = self._by_hash(hashes)
+        found = np.flatnonzero(ids >= 0)
+        if found.size:
+            held = ids[found]
+            blob = np.frombuffer(self._blob, dtype=np.uint8)
+            try:
+                same = equal_texts(
+                    blob,
+                    self._starts[held].astype(np.int64),
+                    self._lengths[held].astype(np.int64),
+                    texts.array(),
+                    texts.starts[found],
+                    texts.lengths[found],
+                )
+            finally:
+                del blob  # the bytearray cannot grow while a view of it exists
+            ids[found[~same]] = -1
+        if self._collided_hashes.size:
+            ambiguous = np.flatnonzero(np.isin(hashes, self._collided_hashes))
+            if ambiguous.size:
+                extra = np.fromiter(
+                    map(self._collided.get, texts.take(ambiguous).strings(), repeat(-1)),
+                    np.int64,
+                    ambiguous.size,
+                )
+                chosen = extra >= 0
+                ids[ambiguous[chosen]] = extra[chosen]
+        return ids
 
     def lookup_hashes(
         self, hashes: IntArray, texts_at: Callable[[IntArray], Sequence[str]]
@@ -334,24 +269,6 @@ class TokenIndex(Sequence[str]):
             ids[missing[hit]] = self._recent_ids[positions[hit]]
         return ids
 
-    def _lookup(self, tokens: Sequence[str], hashes: IntArray | None, *, exact: bool) -> IntArray:
-        """`lookup`, with the tokens' hashes when the caller has them already."""
-        n = len(tokens)
-        ids = np.full(n, -1, dtype=np.int64)
-        if self._hashes.size or self._recent_hashes.size:
-            if hashes is None:
-                hashes = self._hashes_of(tokens)
-            ids = self._by_hash(hashes)
-            if exact:
-                found = np.flatnonzero(ids >= 0)
-                if found.size:
-                    ids[found[self._differ(ids[found], [tokens[i] for i in found.tolist()])]] = -1
-        if self._collided:
-            # map(dict.get, ...) calls the dict in C: 2x faster than a generator.
-            extra = np.fromiter(map(self._collided.get, tokens, repeat(-1)), np.int64, n)
-            np.copyto(ids, extra, where=extra >= 0)
-        return ids
-
     # ----------------------------------------------------------------- changes
 
     def grow(self, size: int) -> None:
@@ -379,9 +296,11 @@ class TokenIndex(Sequence[str]):
         self._add(np.arange(first, first + len(new), dtype=np.int64), new)
         return self.lookup(tokens, exact=True)
 
-    def place(self, token_ids: IntArray, texts: Sequence[str]) -> IntArray:
+    def place(self, token_ids: IntArray, texts: Sequence[str] | HashedTexts) -> IntArray:
         """Name ids chosen elsewhere (the database); return the ids newly named.
 
+        `texts` as `str`s, as `EncodedTexts` (a model read: kept as one buffer) or as
+        `HashedTexts` (a writer's new tokens: neither hashed nor encoded again).
         Re-placing an id under its own text is a no-op; an id already named otherwise, or a
         text already under another id, is a ValueError and changes nothing.
         """
@@ -389,6 +308,10 @@ class TokenIndex(Sequence[str]):
             raise ValueError(f"got {token_ids.shape[0]} token ids but {len(texts)} tokens")
         if not token_ids.size:
             return token_ids
+        given_hashes = None
+        if isinstance(texts, HashedTexts):
+            given_hashes = texts.hashes if self._hash is None else None  # else not ours
+            texts = texts.texts
         encoded = texts if isinstance(texts, EncodedTexts) else None
         if encoded is not None:
             texts = encoded.strings()  # str objects for the hashes, freed after this call
@@ -409,8 +332,18 @@ class TokenIndex(Sequence[str]):
         fresh = np.flatnonzero(~named)
         new_ids = token_ids[fresh]
         new_texts = [texts[i] for i in fresh.tolist()] if fresh.size < named.size else texts
-        hashes = self._hashes_of(new_texts)  # once, for the lookup, the checks and the index
-        owners = self._lookup(new_texts, hashes, exact=True)
+        # once, for the lookup, the checks and the index
+        if given_hashes is None:
+            hashes = self._hashes_of(new_texts)
+        else:
+            hashes = given_hashes if new_texts is texts else given_hashes[fresh]
+        if self._hashes.size or self._recent_hashes.size:  # else nothing to clash with: a load
+            whole = encoded if encoded is not None and new_texts is texts else None
+            owners = self.lookup_exact(
+                HashedTexts(hashes, whole or EncodedTexts.from_strings(new_texts))
+            )
+        else:
+            owners = np.full(len(new_texts), -1, dtype=np.int64)
         clash = np.flatnonzero(owners >= 0)
         if clash.size:
             i = int(clash[0])
@@ -451,18 +384,11 @@ class TokenIndex(Sequence[str]):
         else:
             starts = self._starts[token_ids].astype(np.int64)
             lengths = self._lengths[token_ids].astype(np.int64)
-        found = np.zeros(starts.size, dtype=np.bool_)
         blob = np.frombuffer(self._blob, dtype=np.uint8)
         try:
-            for prefix in prefixes:
-                encoded = prefix.encode(_ENCODING, _ERRORS)
-                candidates = np.flatnonzero(lengths >= max(len(encoded), 1))  # placed ids
-                for position, byte in enumerate(encoded):
-                    candidates = candidates[blob[starts[candidates] + position] == byte]
-                found[candidates] = True
+            return starting_with(blob, starts, lengths, prefixes)
         finally:
             del blob  # the bytearray cannot grow while a view of it exists
-        return found
 
     def first_by_text(self, token_ids: IntArray, k: int) -> list[int]:
         """Return the ids among `token_ids` of the k texts first in code-point order, in no
@@ -511,21 +437,7 @@ class TokenIndex(Sequence[str]):
 
     def _text(self, token_id: int) -> str:
         start = int(self._starts[token_id])
-        return self._blob[start : start + int(self._lengths[token_id])].decode(_ENCODING, _ERRORS)
-
-    def _differ(self, token_ids: IntArray, texts: list[str]) -> NDArray[np.bool_]:
-        """Which of texts differ from the stored text of their id."""
-        blob = self._blob
-        starts = self._starts[token_ids].tolist()
-        ends = (self._starts[token_ids] + self._lengths[token_ids]).tolist()
-        return np.fromiter(
-            (
-                blob[start:end] != text.encode(_ENCODING, _ERRORS)
-                for start, end, text in zip(starts, ends, texts, strict=True)
-            ),
-            np.bool_,
-            len(texts),
-        )
+        return self._blob[start : start + int(self._lengths[token_id])].decode(ENCODING, ERRORS)
 
     def _hashes_of(self, texts: Sequence[str]) -> IntArray:
         if self._hash is None:
@@ -544,7 +456,7 @@ class TokenIndex(Sequence[str]):
         """Store and index distinct texts no id has yet under free ids (`encoded`: the same
         texts already as UTF-8; `order`: the stable argsort of `hashes`, if known)."""
         if encoded is None:
-            parts = [text.encode(_ENCODING, _ERRORS) for text in texts]
+            parts = [text.encode(ENCODING, ERRORS) for text in texts]
             lengths = np.fromiter(map(len, parts), np.int64, len(parts))
             blob = b"".join(parts)
             starts = np.empty_like(lengths)

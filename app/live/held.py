@@ -30,6 +30,7 @@ from app.store.attributes import read_attribute_cells, read_attribute_sums
 from app.store.counts import CountChanges, CountDelta, read_changes, read_model_parts
 from app.store.engine import Database, trim_heap
 from app.store.models import ModelRow, find_model
+from app.token_texts import HashedTexts
 
 # Turns a model's stored options into the engine's config (the service's ModelConfig does:
 # this room holds models, it does not judge their options).
@@ -184,7 +185,7 @@ class LiveModel:
         generation: int,
         *,
         new_token_ids: IntArray,
-        new_token_texts: list[str],
+        new_tokens: HashedTexts,
         delta: CountDelta,
         class_docs: IntArray,
         class_terms: IntArray,
@@ -201,7 +202,7 @@ class LiveModel:
             if generation != self.synced_generation + 1:
                 return False
             if len(new_token_ids):
-                self.table.place(new_token_ids, new_token_texts)
+                self.table.place(new_token_ids, new_tokens)
             if len(delta.token_ids):
                 cells = (delta.class_indices, delta.token_ids)
                 self.table.set_counts(

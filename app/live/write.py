@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TypeVar
 
 import numpy as np
@@ -39,6 +40,7 @@ from app.store.counts import (
 )
 from app.store.engine import Database
 from app.store.models import LockedModelRow, ModelRow, lock_model_row
+from app.token_texts import HashedTexts
 
 T = TypeVar("T")
 
@@ -61,16 +63,16 @@ class TokenLimits:
                 "REQUEST); send fewer messages at once"
             )
 
-    def check_before(self, live: LiveModel, texts: Sequence[str]) -> None:
-        """Refuse a flood before the write takes the model's lock: the tokens of `texts` the
-        held copy does not know (a copy a little behind counts a few too many, so only what
-        passes the bound by far is refused here; the write checks exactly)."""
-        # Fewer texts than the refusal's threshold can never pass it: no lookup (a click's
+    def check_before(self, live: LiveModel, tokens: Sequence[HashedTexts]) -> None:
+        """Refuse a flood before the write takes the model's lock: the tokens of the messages
+        `tokens` the held copy does not know (a copy a little behind counts a few too many, so
+        only what passes the bound by far is refused here; the write checks exactly)."""
+        # Fewer tokens than the refusal's threshold can never pass it: no lookup (a click's
         # few hundred tokens, any batch but a flood).
-        if self.new_per_write and len(texts) > 2 * self.new_per_write:
-            distinct = list(dict.fromkeys(texts))
+        if self.new_per_write and sum(map(len, tokens)) > 2 * self.new_per_write:
+            distinct, _ = HashedTexts.concatenate(tokens).distinct()
             with live.lock:
-                unknown = int(np.count_nonzero(live.table.lookup(distinct, exact=True) < 0))
+                unknown = int(np.count_nonzero(live.table.tokens.lookup_exact(distinct) < 0))
             if unknown > 2 * self.new_per_write:
                 self.check_request(unknown)
 
@@ -112,7 +114,7 @@ class ModelWrite:
         self._attributes: dict[tuple[str, int], MomentsTally] = {}
         self._attribute_deltas: dict[tuple[str, int], MomentsDelta] = {}  # stored
         self._new_ids: list[IntArray] = []
-        self._new_texts: list[str] = []
+        self._new_tokens: list[HashedTexts] = []  # beside `_new_ids`
         self._stored: CountDelta | None = None
         self._removed = False
         self._request_starts_at = 0  # new texts before this in the write: other requests'
@@ -135,33 +137,39 @@ class ModelWrite:
     def classes(self) -> tuple[str, ...]:
         return self.live.classes
 
-    def token_ids(self, texts: Sequence[str]) -> IntArray:
-        """Return the id of each of `texts` (repeats allowed), giving unknown texts new ids.
+    def token_ids(self, tokens: HashedTexts) -> IntArray:
+        """Return the id of each of `tokens` (repeats allowed), giving unknown ones new ids.
 
-        Each distinct text is looked up (exactly: its stored text compared) once; new tokens
-        get consecutive ids in the order they first appear, and are stored now.
+        Each distinct token is looked up (exactly: its stored UTF-8 compared) once; new tokens
+        get consecutive ids in the order they first appear, and are stored now. Only the new
+        ones are made `str`s.
         """
-        distinct = list(dict.fromkeys(texts))
+        distinct, own = tokens.distinct()
         with self.live.lock:  # other threads of this process may be applying changes
-            distinct_ids = self.live.table.lookup(distinct, exact=True)
-        # Texts given new ids earlier in this write are not in the table until after commit.
-        earlier = (
-            dict(zip(self._new_texts, np.concatenate(self._new_ids).tolist(), strict=True))
-            if self._new_texts
-            else {}
-        )
-        for position in np.flatnonzero(distinct_ids < 0).tolist():
-            known = earlier.get(distinct[position])
-            if known is not None:
-                distinct_ids[position] = known
+            distinct_ids = self.live.table.tokens.lookup_exact(distinct)
         unknown = np.flatnonzero(distinct_ids < 0)
-        new_texts = [distinct[position] for position in unknown.tolist()]
-        if new_texts:
+        new = distinct.take(unknown)
+        if self._new_tokens and len(new):
+            # Texts given new ids earlier in this write are not in the table until after commit.
+            earlier = dict(
+                zip(
+                    (text for part in self._new_tokens for text in part.strings()),
+                    np.concatenate(self._new_ids).tolist(),
+                    strict=True,
+                )
+            )
+            found = np.fromiter(map(earlier.get, new.strings(), repeat(-1)), np.int64, len(new))
+            distinct_ids[unknown] = found
+            still = np.flatnonzero(found < 0)
+            unknown, new = unknown[still], new.take(still)
+        if len(new):
+            new_texts = new.strings()
+            earlier_count = self._new_token_count()
             self.limits.check(
                 self.row.vocabulary,
                 new=len(new_texts),
-                earlier=len(self._new_texts),
-                earlier_in_request=len(self._new_texts) - self._request_starts_at,
+                earlier=earlier_count,
+                earlier_in_request=earlier_count - self._request_starts_at,
             )
             first_id = self.row.allocate_token_ids(len(new_texts))
             insert_tokens(
@@ -174,14 +182,17 @@ class ModelWrite:
             new_ids = np.arange(first_id, first_id + len(new_texts), dtype=np.int64)
             distinct_ids[unknown] = new_ids
             self._new_ids.append(new_ids)
-            self._new_texts.extend(new_texts)
-        id_of = dict(zip(distinct, distinct_ids.tolist(), strict=True))
-        return np.fromiter(map(id_of.__getitem__, texts), np.int64, len(texts))
+            self._new_tokens.append(new)
+        ids: IntArray = distinct_ids[own]
+        return ids
 
     def next_request(self) -> None:
         """Start the next request of a group commit: the bound on one request's new tokens
         counts from here."""
-        self._request_starts_at = len(self._new_texts)
+        self._request_starts_at = self._new_token_count()
+
+    def _new_token_count(self) -> int:
+        return sum(map(len, self._new_tokens))
 
     def add(
         self,
@@ -303,7 +314,7 @@ class ModelWrite:
         applied = self.live.apply_own_write(
             self.generation,
             new_token_ids=new_ids,
-            new_token_texts=self._new_texts,
+            new_tokens=HashedTexts.concatenate(self._new_tokens),
             delta=self._stored,
             class_docs=self._changes.class_docs,
             class_terms=self._changes.class_terms,

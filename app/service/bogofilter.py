@@ -34,6 +34,7 @@ from app.service.runtime import engine_config
 from app.store.engine import Database
 from app.store.models import insert_model
 from app.store.tables import MAX_TOKEN_BYTES
+from app.token_texts import HashedTexts
 
 RENAMED_PREFIXES = {"subj:": "subject:", "rcvd:": "received:", "rtrn:": "return-path:"}
 SKIPPED_PREFIXES = ("head:",)
@@ -118,7 +119,7 @@ def import_bogofilter(
     def work(write: ModelWrite, created: bool) -> BogofilterImport:
         if set(write.classes) != {"ham", "spam"}:
             raise InvalidConfig("classes", f"model {model_name!r} is not a ham/spam model")
-        ids = write.token_ids(texts)
+        ids = write.token_ids(HashedTexts.from_strings(texts))
         spam_index, ham_index = write.classes.index("spam"), write.classes.index("ham")
         spam = np.array([wordlist.tokens[text][0] for text in texts], dtype=np.int64)
         ham = np.array([wordlist.tokens[text][1] for text in texts], dtype=np.int64)

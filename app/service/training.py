@@ -48,6 +48,7 @@ from app.store.models import ModelRow
 from app.store.tables import MAX_TOKEN_BYTES
 from app.text import evidence_count
 from app.text.defects import TIME_BUDGET
+from app.token_texts import HashedTexts
 
 # Beside the HTTP request lines: a report's line says what it did (trained, relabelled,
 # already known, not found) to which message. Logs hold nothing from mail, Message-IDs
@@ -85,12 +86,13 @@ class ForgetResult:
 
 @dataclass(frozen=True)
 class _Item:
-    """One message to train: either token texts (new mail) or token ids (from a ledger)."""
+    """One message to train: either its distinct tokens as UTF-8 with their hashes (new
+    mail) or token ids (from a ledger)."""
 
     message_id: str
     message_key: str
     class_index: int
-    token_texts: list[str] | None
+    tokens: HashedTexts | None
     token_ids: IntArray | None
     token_terms: IntArray
     defects: tuple[str, ...] = ()
@@ -308,7 +310,7 @@ def _backing_of(rt: Runtime, live: LiveModel) -> ModelRow | None:
 
 def _as_texts(live: LiveModel, item: _Item) -> _Item:
     """The item with token texts instead of `live`'s token ids (to train another model)."""
-    if item.token_texts is not None or item.token_ids is None:
+    if item.tokens is not None or item.token_ids is None:
         return item
     with live.lock:
         tokens = live.table.tokens
@@ -316,7 +318,7 @@ def _as_texts(live: LiveModel, item: _Item) -> _Item:
     known = np.array([bool(text) for text in texts], dtype=np.bool_)
     return replace(
         item,
-        token_texts=[text for text in texts if text],
+        tokens=HashedTexts.from_strings([text for text in texts if text]),
         token_ids=None,
         token_terms=item.token_terms[known] if texts else item.token_terms,
     )
@@ -368,7 +370,7 @@ def _write(
     that differs from it, or from the label the message was trained with, is a correction.
     """
     items = _learned(live, items)
-    rt.token_limits.check_before(live, [text for item in items for text in item.token_texts or ()])
+    rt.token_limits.check_before(live, [item.tokens for item in items if item.tokens is not None])
     work = _training(live, items, events=events, feedback_verdict=feedback_verdict)
     return rt.group_commit.write(live, work)
 
@@ -482,13 +484,9 @@ def _learned(live: LiveModel, items: list[_Item]) -> list[_Item]:
 
 
 def _item_without(live: LiveModel, item: _Item, prefixes: tuple[str, ...]) -> _Item:
-    if item.token_texts is not None:
-        kept = [not text.startswith(prefixes) for text in item.token_texts]
-        return replace(
-            item,
-            token_texts=[text for text, keep in zip(item.token_texts, kept, strict=True) if keep],
-            token_terms=item.token_terms[np.asarray(kept, dtype=np.bool_)],
-        )
+    if item.tokens is not None:
+        kept = np.flatnonzero(~item.tokens.texts.starting_with(prefixes))
+        return replace(item, tokens=item.tokens.take(kept), token_terms=item.token_terms[kept])
     assert item.token_ids is not None
     with live.lock:
         tokens = live.table.tokens
@@ -500,19 +498,20 @@ def _item_without(live: LiveModel, item: _Item, prefixes: tuple[str, ...]) -> _I
 def _token_ids(write: ModelWrite, items: list[_Item]) -> list[tuple[IntArray, IntArray]]:
     """Return each item's token ids (ascending) with their counts.
 
-    All items' token texts are looked up at once; new tokens get consecutive ids in the order
-    they first appear.
+    All items' tokens are looked up at once; new tokens get consecutive ids in the order they
+    first appear.
     """
-    texts = [text for item in items for text in item.token_texts or ()]
-    ids = write.token_ids(texts)
+    ids = write.token_ids(
+        HashedTexts.concatenate([item.tokens for item in items if item.tokens is not None])
+    )
     item_tokens: list[tuple[IntArray, IntArray]] = []
     start = 0
     for item in items:
-        if item.token_texts is None:
+        if item.tokens is None:
             assert item.token_ids is not None
             item_tokens.append((item.token_ids, item.token_terms))
             continue
-        end = start + len(item.token_texts)
+        end = start + len(item.tokens)
         order = np.argsort(ids[start:end], kind="stable")
         item_tokens.append((ids[start:end][order], item.token_terms[order]))
         start = end
@@ -609,8 +608,8 @@ def _with_backing_record(
     if record is None or record.message_key != item.message_key or not record.token_ids.size:
         return item
     own = _as_texts(live, item)
-    assert own.token_texts is not None
-    terms = dict(zip(own.token_texts, own.token_terms.tolist(), strict=True))
+    assert own.tokens is not None
+    terms = dict(zip(own.tokens.strings(), own.token_terms.tolist(), strict=True))
     texts = read_token_texts(conn, backing.id, record.token_ids.tolist())
     for token_id, count in zip(record.token_ids.tolist(), record.token_terms.tolist(), strict=True):
         text = texts.get(token_id)
@@ -618,7 +617,7 @@ def _with_backing_record(
             terms.setdefault(text, count)
     return replace(
         own,
-        token_texts=list(terms),
+        tokens=HashedTexts.from_strings(list(terms)),
         token_terms=np.fromiter(terms.values(), dtype=np.int64, count=len(terms)),
     )
 
@@ -664,18 +663,16 @@ def _known_as(rt: Runtime, live: LiveModel, prepared: PreparedMessage) -> tuple[
 
 
 def _item_from_prepared(message: PreparedMessage, class_index: int) -> _Item:
-    counts = message.token_counts
-    if max(map(len, counts), default=0) * 4 <= MAX_TOKEN_BYTES:  # no UTF-8 form can be longer
-        texts = list(counts)
-        terms = np.fromiter(counts.values(), dtype=np.int64, count=len(counts))
-    else:
-        texts = [text for text in counts if len(text.encode("utf-8")) <= MAX_TOKEN_BYTES]
-        terms = np.array([counts[text] for text in texts], dtype=np.int64)
+    tokens, terms = message.tokens.hashed_texts(), message.tokens.counts
+    too_long = tokens.texts.lengths > MAX_TOKEN_BYTES  # not storable: left out
+    if too_long.any():
+        kept = np.flatnonzero(~too_long)
+        tokens, terms = tokens.take(kept), terms[kept]
     return _Item(
         message_id=message.message_id,
         message_key=message.message_key,
         class_index=class_index,
-        token_texts=texts,
+        tokens=tokens,
         token_ids=None,
         token_terms=terms,
         defects=message.defects,
@@ -697,9 +694,7 @@ def _require_tokens(
             f"{where}tokenizing the message took longer than the time budget of "
             f"{rt.settings.train_time_budget_seconds:g} s; nothing was trained, retry later"
         )
-    found = evidence_count(
-        message.token_counts, core=rt.core
-    )  # word pairs and shape tokens not counted
+    found = evidence_count(message.tokens)  # word pairs and shape tokens not counted
     options = parse_config(live.options, classes=live.classes)
     needed = options.min_train_tokens or (1 if message.from_text else rt.settings.min_train_tokens)
     if found < needed:

@@ -20,8 +20,8 @@ from numpy.typing import NDArray
 from sqlalchemy import Connection, bindparam, delete, or_, select, update
 from sqlalchemy.exc import DBAPIError
 
-from app.bayes.tokens import EncodedTexts
 from app.store.tables import class_totals, token_counts, tokens
+from app.token_texts import EncodedTexts
 
 IntArray = NDArray[np.int64]
 

@@ -1156,8 +1156,9 @@ cdef class HashCounter(_Sink):
         return 0
 
     def result(self, Py_ssize_t max_distinct):
-        """(hashes, counts, digest, texts, truncated) of the first `max_distinct` distinct
-        tokens, `texts` a function that makes their `str`s (from a copy of their bytes)."""
+        """(hashes, counts, digest, texts, utf8, offsets, truncated) of the first
+        `max_distinct` distinct tokens: `texts` a function that makes their `str`s, `utf8`
+        a copy of their bytes back to back, token i at `offsets[i]` to `offsets[i + 1]`."""
         cdef Py_ssize_t n = min(self.n_entries, max_distinct), i
         cdef Py_ssize_t size = self.arena_size if n == self.n_entries else self.entries[n].offset
         hashes = np.empty(n, dtype=np.int64)
@@ -1177,6 +1178,8 @@ cdef class HashCounter(_Sink):
             counts,
             self.digest(n),
             partial(decode_tokens, texts, offsets),
+            texts,
+            offsets,
             self.n_entries > max_distinct,
         )
 

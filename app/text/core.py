@@ -44,9 +44,18 @@ class HashCounter(TokenSink, Protocol):
 
     def result(
         self, max_distinct: int
-    ) -> tuple[NDArray[np.int64], NDArray[np.int64], str, Callable[[], list[str]], bool]:
-        """Hashes, counts, digest and texts of the first `max_distinct` distinct tokens, in
-        first-emission order, and whether there were more."""
+    ) -> tuple[
+        NDArray[np.int64],
+        NDArray[np.int64],
+        str,
+        Callable[[], list[str]],
+        bytes,
+        NDArray[np.int64],
+        bool,
+    ]:
+        """Hashes, counts, digest, texts (made when called) and UTF-8 (the bytes back to back
+        and each token's offset, one more for the end) of the first `max_distinct` distinct
+        tokens, in first-emission order, and whether there were more."""
 
     def release(self) -> None: ...  # done with the message: the thread may reuse the counter
 
@@ -107,8 +116,8 @@ def compiled_from(module: object) -> TokenCore | None:
     }
     missing = sorted(name for name, function in functions.items() if function is None)
     hash_counter = functions["hash_counter"]
-    if hash_counter is not None and not _counter_skips_pairs(hash_counter):
-        missing = ["HashCounter.body_text(text, max_chars, pairs)"]
+    if hash_counter is not None and not _counter_is_current(hash_counter):
+        missing = ["HashCounter.body_text(text, max_chars, pairs), result() with the UTF-8"]
     if missing:
         warnings.warn(
             f"the compiled token core is out of date (no {', '.join(missing)}): using the "
@@ -120,16 +129,17 @@ def compiled_from(module: object) -> TokenCore | None:
     return TokenCore(name="compiled", **functions)  # type: ignore[arg-type]
 
 
-def _counter_skips_pairs(hash_counter: Callable[[], HashCounter]) -> bool:
-    """Whether the compiled counter takes the `pairs` switch (a build before it did not)."""
+def _counter_is_current(hash_counter: Callable[[], HashCounter]) -> bool:
+    """Whether the compiled counter takes the `pairs` switch and its result holds the tokens'
+    UTF-8 (builds before did not)."""
     counter = hash_counter()
     try:
         counter.body_text("", 1, False)
+        return len(counter.result(0)) == 7
     except TypeError:
         return False
     finally:
         counter.release()
-    return True
 
 
 COMPILED = _compiled()  # None where the extension was not built

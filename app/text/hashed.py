@@ -16,7 +16,9 @@ word pairs and the digest, and makes a `str` only for the rarer tokens (URLs, do
 names, part, link and shape tokens, `skip:`), never for a word, whatever its script. The
 pure-Python core has none: its reference is the string tokens (`TokenizedMessage`), each text
 hashed and the digest taken from `token_lines` (`HashedTokens.of`);
-tests/text/test_hash_parity.py proves the two give the same answers.
+tests/text/test_hash_parity.py proves the two give the same answers. The compiled core also
+hands over the distinct tokens' UTF-8 back to back (`encoded`): a writer compares those bytes
+with a model's and makes a `str` only of the tokens new to it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from numpy.typing import NDArray
 
 from app.text.core import TokenCore
 from app.token_hash import token_hashes
+from app.token_texts import EncodedTexts, HashedTexts
 
 HashArray = NDArray[np.int64]
 
@@ -43,7 +46,15 @@ class HashedTokens:
     """A message's distinct tokens by hash, their counts, its digest and defects; texts on
     demand."""
 
-    __slots__ = ("_make_texts", "_token_counts", "counts", "defects", "digest", "hashes")
+    __slots__ = (
+        "_encoded",
+        "_make_texts",
+        "_token_counts",
+        "counts",
+        "defects",
+        "digest",
+        "hashes",
+    )
 
     def __init__(
         self,
@@ -53,12 +64,14 @@ class HashedTokens:
         digest: str,
         defects: tuple[str, ...],
         texts: Callable[[], list[str]],
+        encoded: EncodedTexts | None = None,
     ) -> None:
         self.hashes = hashes  # int64, one per distinct token, first-emission order
         self.counts = counts  # int64, beside them
         self.digest = digest  # token_digest of the token counts
         self.defects = defects  # sorted unique codes from app.text.defects
         self._make_texts = texts  # the distinct tokens' texts, in the order of `hashes`
+        self._encoded = encoded  # … and their UTF-8, where the core gave it
         self._token_counts: dict[str, int] | None = None
 
     def __len__(self) -> int:
@@ -71,6 +84,17 @@ class HashedTokens:
             texts = self._make_texts()
             self._token_counts = dict(zip(texts, self.counts.tolist(), strict=True))
         return self._token_counts
+
+    def encoded(self) -> EncodedTexts:
+        """The distinct tokens' UTF-8, in the order of `hashes`: the compiled core's bytes as
+        it found them, or the texts encoded (kept)."""
+        if self._encoded is None:
+            self._encoded = EncodedTexts.from_strings(list(self.token_counts))
+        return self._encoded
+
+    def hashed_texts(self) -> HashedTexts:
+        """The distinct tokens as a writer looks them up: UTF-8 and hashes."""
+        return HashedTexts(self.hashes, self.encoded())
 
     def __reduce__(self) -> tuple[object, ...]:
         # A hash is keyed per process: another process (a tokenizing worker's result) gets

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from functools import partial
 from itertools import islice
 
+import numpy as np
+
 from app.text import defects
 from app.text.core import TokenCore, TokenSink
 from app.text.families import ALL_FAMILIES, DERIVED_PREFIXES, Family
@@ -26,6 +28,7 @@ from app.text.limits import DEFAULT_LIMITS, TokenizerLimits
 from app.text.mime import ParsedMessage, parse_message
 from app.text.shape import shape_of
 from app.text.words import normalize_text, url_tokens
+from app.token_texts import EncodedTexts
 
 _MIME_TYPE = re.compile(r"[a-z0-9!#$&^_.+-]{1,40}/[a-z0-9!#$&^_.+-]{1,60}")
 _MAILTO_DOMAIN = re.compile(r"mailto:[^@\s]{0,64}@([a-z0-9.-]{1,255})")
@@ -109,13 +112,13 @@ def link_tokens(links: Iterable[str], limits: TokenizerLimits) -> list[str]:
     return tokens
 
 
-def evidence_count(token_counts: dict[str, int], *, core: TokenCore) -> int:
+def evidence_count(tokens: HashedTokens) -> int:
     """Return the distinct tokens read from a message, without word pairs and shape tokens.
 
     What a floor on the tokens needed to train counts: pairs and shape add no evidence of
     their own to a message of too few words.
     """
-    return len(token_counts) - core.count_prefixed(token_counts, DERIVED_PREFIXES)
+    return len(tokens) - int(np.count_nonzero(tokens.encoded().starting_with(DERIVED_PREFIXES)))
 
 
 def token_lines(token_counts: dict[str, int], *, core: TokenCore) -> bytes:
@@ -278,11 +281,18 @@ def _hashed(
     counter = core.hash_counter()
     try:
         found = into(counter)
-        hashes, counts, digest, texts, truncated = counter.result(limits.max_distinct_tokens)
+        hashes, counts, digest, texts, utf8, offsets, truncated = counter.result(
+            limits.max_distinct_tokens
+        )
     finally:
         counter.release()
     return HashedTokens(
-        hashes=hashes, counts=counts, digest=digest, defects=_defects(found, truncated), texts=texts
+        hashes=hashes,
+        counts=counts,
+        digest=digest,
+        defects=_defects(found, truncated),
+        texts=texts,
+        encoded=EncodedTexts.from_offsets(utf8, offsets),
     )
 
 

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.bayes.tokens import EncodedTexts, TokenIndex, token_hashes
+from app.bayes.tokens import TokenIndex, token_hashes
+from app.token_texts import EncodedTexts, HashedTexts
 
 TEXTS = ["free", "viagra", "subject:hello", "url:example.com", "naïve", "日本語", "💊"]
 
@@ -258,6 +259,10 @@ def test_any_mix_of_interning_and_placing_matches_a_dict(
         by_hash = index.lookup_hashes(weak_hashes(probe), asked)
         assert by_hash.tolist() == index.lookup(probe).tolist()
         assert len(set(asked.asked)) == len(asked.asked)  # each position at most once
+        exact = [reference.get(text, -1) for text in probe]
+        assert index.lookup(probe, exact=True).tolist() == exact
+        from_bytes = HashedTexts(weak_hashes(probe), EncodedTexts.from_strings(probe))
+        assert index.lookup_exact(from_bytes).tolist() == exact
 
 
 def test_a_large_index_costs_a_few_dozen_bytes_a_token() -> None:

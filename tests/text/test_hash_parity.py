@@ -18,6 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -54,8 +55,19 @@ def answers(hashed: HashedTokens) -> tuple[object, ...]:
         hashed.digest,
         hashed.defects,
         list(hashed.token_counts.items()),  # the texts, in the order of the hashes
+        utf8(hashed),  # … and their UTF-8, as the compiled core hands it to a writer
         len(hashed),
     )
+
+
+def utf8(hashed: HashedTokens) -> list[bytes]:
+    encoded = hashed.encoded()
+    texts = [
+        encoded.blob[start : start + length]
+        for start, length in zip(encoded.starts.tolist(), encoded.lengths.tolist(), strict=True)
+    ]
+    assert texts == [text.encode("utf-8", "surrogatepass") for text in hashed.token_counts]
+    return texts
 
 
 def assert_same_raw(raw: bytes, limits: TokenizerLimits = LIMITS, what: str = "") -> None:
@@ -312,4 +324,29 @@ def test_an_extension_whose_counter_cannot_skip_pairs_falls_back_to_python() -> 
         hash_counter=OldCounter,
     )
     with pytest.warns(RuntimeWarning, match="out of date.*body_text"):
+        assert core.compiled_from(stale) is None
+
+
+def test_an_extension_whose_counter_gives_no_utf8_falls_back_to_python() -> None:
+    # Built before writers took the tokens' bytes: its result is five values, no UTF-8.
+    class OldCounter:
+        def body_text(self, text: str, max_chars: int, pairs: bool) -> None:
+            pass
+
+        def result(self, max_distinct: int) -> tuple[object, ...]:
+            empty = np.zeros(0, dtype=np.int64)
+            return (empty, empty, "", list, False)
+
+        def release(self) -> None:
+            pass
+
+    stale = types.SimpleNamespace(
+        **{
+            field.name: getattr(COMPILED, field.name)
+            for field in dataclasses.fields(core.TokenCore)
+            if field.name not in ("name", "hash_counter")
+        },
+        hash_counter=OldCounter,
+    )
+    with pytest.warns(RuntimeWarning, match="out of date.*UTF-8"):
         assert core.compiled_from(stale) is None

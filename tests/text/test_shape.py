@@ -2,7 +2,7 @@
 
 import base64
 
-from app.text import TokenizerLimits, evidence_count, tokenize_raw, tokenize_text
+from app.text import TokenizerLimits, evidence_count, hash_text, tokenize_raw, tokenize_text
 from app.text.shape import magnitude, shape_tokens
 from tests.cores import TOKEN_CORE
 
@@ -98,8 +98,6 @@ def test_links_count_every_url_token_with_either_core(token_core):
 
 
 def test_evidence_leaves_out_pairs_and_shape_with_either_core(token_core):
-    counts = tokenize_text("cheap pills today", core=token_core).token_counts
-    assert (
-        evidence_count(counts, core=token_core) == 3
-    )  # cheap, pills, today; 2 pairs and 2 shape tokens not
-    assert len(counts) == 7
+    tokens = hash_text("cheap pills today", core=token_core)
+    assert evidence_count(tokens) == 3  # cheap, pills, today; 2 pairs and 2 shape tokens not
+    assert len(tokens) == 7
