@@ -50,6 +50,7 @@ class HashedTokens:
         "_encoded",
         "_make_texts",
         "_token_counts",
+        "_utf8",
         "counts",
         "defects",
         "digest",
@@ -64,14 +65,17 @@ class HashedTokens:
         digest: str,
         defects: tuple[str, ...],
         texts: Callable[[], list[str]],
-        encoded: EncodedTexts | None = None,
+        utf8: tuple[bytes, HashArray] | None = None,
     ) -> None:
         self.hashes = hashes  # int64, one per distinct token, first-emission order
         self.counts = counts  # int64, beside them
         self.digest = digest  # token_digest of the token counts
         self.defects = defects  # sorted unique codes from app.text.defects
         self._make_texts = texts  # the distinct tokens' texts, in the order of `hashes`
-        self._encoded = encoded  # … and their UTF-8, where the core gave it
+        # … and their UTF-8 back to back with each one's offset (and the end's), where the core
+        # gave it: made an EncodedTexts only when a writer asks (classify never does)
+        self._utf8 = utf8
+        self._encoded: EncodedTexts | None = None
         self._token_counts: dict[str, int] | None = None
 
     def __len__(self) -> int:
@@ -89,7 +93,10 @@ class HashedTokens:
         """The distinct tokens' UTF-8, in the order of `hashes`: the compiled core's bytes as
         it found them, or the texts encoded (kept)."""
         if self._encoded is None:
-            self._encoded = EncodedTexts.from_strings(list(self.token_counts))
+            if self._utf8 is not None:
+                self._encoded = EncodedTexts.from_offsets(*self._utf8)
+            else:
+                self._encoded = EncodedTexts.from_strings(list(self.token_counts))
         return self._encoded
 
     def hashed_texts(self) -> HashedTexts:

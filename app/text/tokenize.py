@@ -28,7 +28,6 @@ from app.text.limits import DEFAULT_LIMITS, TokenizerLimits
 from app.text.mime import ParsedMessage, parse_message
 from app.text.shape import shape_of
 from app.text.words import normalize_text, url_tokens
-from app.token_texts import EncodedTexts
 
 _MIME_TYPE = re.compile(r"[a-z0-9!#$&^_.+-]{1,40}/[a-z0-9!#$&^_.+-]{1,60}")
 _MAILTO_DOMAIN = re.compile(r"mailto:[^@\s]{0,64}@([a-z0-9.-]{1,255})")
@@ -292,7 +291,7 @@ def _hashed(
         digest=digest,
         defects=_defects(found, truncated),
         texts=texts,
-        encoded=EncodedTexts.from_offsets(utf8, offsets),
+        utf8=(utf8, offsets),
     )
 
 
