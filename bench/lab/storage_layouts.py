@@ -55,8 +55,10 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy import create_engine
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.schema import CreateIndex, CreateTable
 
-from app.store.tables import metadata
+from app.store.tables import metadata, token_counts, tokens
 from bench import data
 from bench.databases import fresh_database, postgres_server_url
 from bench.train_path import server_cpu
@@ -1018,8 +1020,38 @@ class LedgerOnly(Layout):
         pass
 
 
+class RowsWithoutRowid(Rows):
+    """Today's tables and statements, `tokens` and `token_counts` WITHOUT ROWID on SQLite:
+    each row lives in its primary key's B-tree, one B-tree fewer per table."""
+
+    name = "rows-without-rowid"
+
+    @property
+    def ddl(self) -> tuple[str, ...]:  # type: ignore[override]
+        if self.postgres:
+            return ()
+        statements: list[str] = []
+        for table in (tokens, token_counts):
+            options = table.dialect_options["sqlite"]
+            options["with_rowid"] = False
+            try:
+                create = str(CreateTable(table).compile(dialect=sqlite_dialect.dialect()))
+            finally:
+                options["with_rowid"] = True
+            statements += [
+                f"DROP TABLE {table.name}",
+                create,
+                *(
+                    str(CreateIndex(index).compile(dialect=sqlite_dialect.dialect()))
+                    for index in table.indexes
+                ),
+            ]
+        return tuple(statements)
+
+
 LAYOUTS: dict[str, type[Layout]] = {
     "rows": Rows,
+    "rows-without-rowid": RowsWithoutRowid,
     "token-row": TokenRow,
     "count-row": CountRow,
     "chunks": Chunks,
