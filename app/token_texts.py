@@ -34,7 +34,12 @@ _CHUNK = 1 << 16  # texts at a time: an index of a million stays within a few MB
 
 
 def starting_with(
-    blob: NDArray[np.uint8], starts: IntArray, lengths: IntArray, prefixes: Sequence[str]
+    blob: NDArray[np.uint8],
+    starts: IntArray,
+    lengths: IntArray,
+    prefixes: Sequence[str],
+    *,
+    heads: NDArray[np.uint64] | None = None,
 ) -> BoolArray:
     """Which of the texts at `starts` (with `lengths`) in `blob` start with one of `prefixes`:
     compared in numpy, no `str` made (a million-token model's derived families in
@@ -42,19 +47,20 @@ def starting_with(
 
     Each text's first 8 bytes are read once as one integer, and a prefix of up to 8 bytes is
     one masked comparison of those (a message's prefixes are all that short); longer ones go
-    on byte by byte among the texts that matched so far.
+    on byte by byte among the texts that matched so far. `heads`: `text_heads` of the texts,
+    when the caller keeps them.
     """
     found = np.zeros(starts.size, dtype=np.bool_)
     encoded = [prefix.encode(ENCODING, ERRORS) for prefix in prefixes]
     for first in range(0, starts.size, _CHUNK):
         chunk = slice(first, first + _CHUNK)
         chunk_lengths = lengths[chunk]
-        heads = _heads(blob, starts[chunk])
+        chunk_heads = text_heads(blob, starts[chunk]) if heads is None else heads[chunk]
         for prefix in encoded:
             size = min(len(prefix), _HEAD)
             # Little-endian: the prefix's bytes are the integer's low ones. Bytes past a text's
             # end are another text's, but a text shorter than the prefix is not a candidate.
-            matched = (heads & np.uint64((1 << (8 * size)) - 1)) == np.uint64(
+            matched = (chunk_heads & np.uint64((1 << (8 * size)) - 1)) == np.uint64(
                 int.from_bytes(prefix[:size], "little")
             )
             # max(..., 1): an empty prefix finds every text, never an unplaced (empty) slot
@@ -69,7 +75,7 @@ def starting_with(
     return found
 
 
-def _heads(blob: NDArray[np.uint8], starts: IntArray) -> NDArray[np.uint64]:
+def text_heads(blob: NDArray[np.uint8], starts: IntArray) -> NDArray[np.uint64]:
     """The 8 bytes from each start as a little-endian integer (bytes past the buffer's end as
     copies of its last: the caller compares no byte past a text's end)."""
     if not blob.size:
@@ -113,7 +119,7 @@ class EncodedTexts(Sequence[str]):
     between the texts included. Indexing decodes one text; `strings` gives them all.
     """
 
-    __slots__ = ("_strings", "blob", "lengths", "starts")
+    __slots__ = ("_heads", "_strings", "blob", "lengths", "starts")
 
     def __init__(
         self,
@@ -137,6 +143,7 @@ class EncodedTexts(Sequence[str]):
         self.starts = starts
         self.lengths = lengths
         self._strings = strings
+        self._heads: NDArray[np.uint64] | None = None  # made by the first `starting_with`
 
     @classmethod
     def from_strings(cls, texts: Sequence[str]) -> EncodedTexts:
@@ -202,16 +209,23 @@ class EncodedTexts(Sequence[str]):
     def take(self, positions: IntArray) -> EncodedTexts:
         """The texts at `positions`, in that order (the buffer shared, not copied)."""
         strings = self._strings
-        return EncodedTexts(
+        taken = EncodedTexts(
             self.blob,
             self.starts[positions],
             self.lengths[positions],
             strings=None if strings is None else [strings[i] for i in positions.tolist()],
         )
+        if self._heads is not None:
+            taken._heads = self._heads[positions]
+        return taken
 
     def starting_with(self, prefixes: Sequence[str]) -> BoolArray:
-        """Which texts start with one of `prefixes` (see `starting_with`)."""
-        return starting_with(self.array(), self.starts, self.lengths, prefixes)
+        """Which texts start with one of `prefixes` (see `starting_with`; each text's first
+        bytes are read once and kept: a message's texts are filtered a few times over)."""
+        blob = self.array()
+        if self._heads is None:
+            self._heads = text_heads(blob, self.starts)
+        return starting_with(blob, self.starts, self.lengths, prefixes, heads=self._heads)
 
     def equal_to(self, other: EncodedTexts) -> BoolArray:
         """Whether each text equals the text at the same position of `other`."""

@@ -49,8 +49,12 @@ def test_prefixes_found_as_str_startswith_finds_them(texts, prefixes, data):
     for text in data.draw(st.lists(st.sampled_from(long_texts), max_size=2)) if texts else ():
         prefixes = [*prefixes, text[: data.draw(st.integers(0, len(text)))]]
     texts = texts + long_texts
-    found = EncodedTexts.from_strings(texts).starting_with(prefixes)
+    encoded = EncodedTexts.from_strings(texts)
+    found = encoded.starting_with(prefixes)
     assert found.tolist() == [any(text.startswith(prefix) for prefix in prefixes) for text in texts]
+    # The texts' first bytes, read once and kept, follow a subset taken afterwards.
+    positions = np.arange(len(texts))[::-3]
+    assert encoded.take(positions).starting_with(prefixes).tolist() == found[positions].tolist()
 
 
 @given(TEXTS, st.booleans())
