@@ -1,11 +1,12 @@
 """`spamsift expire [--model NAME] [--max-tokens N] [--max-ledger-messages N]`: bound the
 database's growth.
 
-Deletes tokens beyond the maximum (SPAMSIFT_MAX_TOKENS_PER_MODEL unless --max-tokens is
-given; dead tokens, all of whose counts are zero, in any case), ledger entries beyond the
-newest SPAMSIFT_MAX_LEDGER_MESSAGES_PER_MODEL (or --max-ledger-messages) and classification
-records past SPAMSIFT_RETENTION_DAYS, as a server does periodically; then (SQLite) gives the
-freed pages back to the file system. app/service/expiry.py says which tokens go first.
+Deletes tokens beyond the maximum (--max-tokens if given, else each model's own max_tokens,
+else SPAMSIFT_MAX_TOKENS_PER_MODEL; dead tokens, all of whose counts are zero, in any case),
+ledger entries beyond the newest SPAMSIFT_MAX_LEDGER_MESSAGES_PER_MODEL (or
+--max-ledger-messages) and classification records past SPAMSIFT_RETENTION_DAYS, as a server
+does periodically; then (SQLite) gives the freed pages back to the file system.
+app/service/expiry.py says which tokens go first.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ def add_expire_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
     expire.add_argument(
         "--max-tokens",
         type=int,
-        help="tokens to keep per model (default: SPAMSIFT_MAX_TOKENS_PER_MODEL; 0 there "
-        "keeps every token that still counts)",
+        help="tokens to keep per model (default: each model's own max_tokens option, else "
+        "SPAMSIFT_MAX_TOKENS_PER_MODEL; where neither is set, every token that still counts)",
     )
     expire.add_argument(
         "--max-ledger-messages",
@@ -49,19 +50,16 @@ def run_expire(args: argparse.Namespace) -> int:
     from app.service.expiry import expire_all, expire_tokens, prune_ledger, prune_ledgers
 
     settings = Settings()
-    configured = settings.max_tokens_per_model or None
-    max_tokens = args.max_tokens if args.max_tokens is not None else configured
     try:
         rt = local_runtime("spamsift expire", settings)
     except SpamsiftError as error:
         print(f"spamsift expire: {error.message}", file=sys.stderr)
         return 1
     try:
-        limit = max_tokens if max_tokens is not None else 2**62  # dead tokens only
         if args.model:
-            results = [expire_tokens(rt, model_name=args.model, max_tokens=limit)]
+            results = [expire_tokens(rt, model_name=args.model, max_tokens=args.max_tokens)]
         else:
-            results = expire_all(rt, max_tokens=limit)
+            results = expire_all(rt, max_tokens=args.max_tokens)
         ledger_keep = (
             args.max_ledger_messages
             if args.max_ledger_messages is not None

@@ -45,14 +45,29 @@ from app.token_texts import HashedTexts
 T = TypeVar("T")
 
 
+def _no_maximum_of_its_own(live: LiveModel) -> int | None:
+    return None
+
+
 @dataclass(frozen=True)
 class TokenLimits:
     """Bounds on the tokens a write may add (0: none), checked before anything is stored:
-    `new_per_write` new tokens in one write (one train, batch or feedback request), and
-    `per_model` tokens in the model's vocabulary after it."""
+    `new_per_write` new tokens in one write (one train, batch or feedback request), and the
+    tokens in the model's vocabulary after it: its maximum (`own_maximum`, else
+    `max_tokens`) plus as much again, or plus `new_per_write` where that is more. Token
+    expiry brings a model back to its maximum every few minutes; in between it may grow that
+    far (a small maximum must not refuse the next message), no further."""
 
     new_per_write: int = 0
-    per_model: int = 0
+    max_tokens: int = 0  # the server's maximum per model
+    # A model's own maximum, from its stored options (the service judges options, not this
+    # room); None: the server's.
+    own_maximum: Callable[[LiveModel], int | None] = _no_maximum_of_its_own
+
+    def per_model(self, live: LiveModel) -> int:
+        """The most tokens `live` may hold after a write (0: no bound)."""
+        maximum = self.own_maximum(live) or self.max_tokens
+        return maximum + max(maximum, self.new_per_write) if maximum else 0
 
     def check_request(self, new: int) -> None:
         """TooManyNewTokens when one write would add `new` tokens, more than it may."""
@@ -77,18 +92,25 @@ class TokenLimits:
                 self.check_request(unknown)
 
     def check(
-        self, vocabulary: int, *, new: int, earlier: int, earlier_in_request: int | None = None
+        self,
+        vocabulary: int,
+        *,
+        new: int,
+        earlier: int,
+        earlier_in_request: int | None = None,
+        per_model: int = 0,
     ) -> None:
         """TooManyNewTokens when `new` more tokens (after `earlier` in this write, of which
         `earlier_in_request` came from the same request, all of them when None) pass a
-        bound on a model of `vocabulary` tokens."""
+        bound on a model of `vocabulary` tokens that may hold `per_model` (0: no bound)."""
         self.check_request((earlier if earlier_in_request is None else earlier_in_request) + new)
-        if self.per_model and vocabulary + earlier + new > self.per_model:
+        if per_model and vocabulary + earlier + new > per_model:
             raise TooManyNewTokens(
                 f"the model has {vocabulary} tokens; {earlier + new} new ones would pass "
-                f"the {self.per_model} it may hold until token expiry runs (SPAMSIFT_MAX_"
-                "TOKENS_PER_MODEL plus as much again, or plus SPAMSIFT_MAX_NEW_TOKENS_PER_"
-                "REQUEST where that is more); retry after expiry made room"
+                f"the {per_model} it may hold until token expiry runs (its maximum, the "
+                "model's max_tokens or else SPAMSIFT_MAX_TOKENS_PER_MODEL, plus as much again, "
+                "or plus SPAMSIFT_MAX_NEW_TOKENS_PER_REQUEST where that is more); retry after "
+                "expiry made room"
             )
 
 
@@ -170,6 +192,7 @@ class ModelWrite:
                 new=len(new_texts),
                 earlier=earlier_count,
                 earlier_in_request=earlier_count - self._request_starts_at,
+                per_model=self.limits.per_model(self.live),
             )
             first_id = self.row.allocate_token_ids(len(new_texts))
             insert_tokens(

@@ -207,6 +207,17 @@ class ModelConfig(BaseModel):
         ge=1,
         le=10_000,
     )
+    # Per model, because one server holds models of every size: a shared model may keep a
+    # million tokens where each of thousands of personal ones should stay small.
+    max_tokens: int | None = option(
+        None,
+        scope=OptionScope.TRAINING,
+        description="tokens the model keeps at most: token expiry deletes the least recently "
+        "seen and least informative past it (`null`: the server's "
+        "SPAMSIFT_MAX_TOKENS_PER_MODEL, where one is set)",
+        ge=1,
+        le=2**53,
+    )
     # SPAMSIFT_MIN_LEARNS is 200, as SpamAssassin and rspamd.
     min_learns: int | None = option(
         None,
@@ -285,12 +296,18 @@ CONFIG_FIELDS = frozenset(ModelConfig.model_fields)
 
 
 def option_defaults(
-    classes: tuple[str, ...], *, min_learns: int, min_train_tokens: int
+    classes: tuple[str, ...], *, min_learns: int, min_train_tokens: int, max_tokens: int
 ) -> dict[str, Any]:
     """The value each option of a model of `classes` takes when it is not set: the server's
-    own (`min_learns`, `min_train_tokens`) where the model's default is the server's."""
+    own (`min_learns`, `min_train_tokens`, `max_tokens`: 0 for none) where the model's
+    default is the server's."""
     defaults = parse_config({}, classes=classes).model_dump(mode="json")
-    return {**defaults, "min_learns": min_learns, "min_train_tokens": min_train_tokens}
+    return {
+        **defaults,
+        "min_learns": min_learns,
+        "min_train_tokens": min_train_tokens,
+        "max_tokens": max_tokens or None,
+    }
 
 
 def parse_config(stored: dict[str, Any], *, classes: tuple[str, ...]) -> ModelConfig:

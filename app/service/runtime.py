@@ -45,14 +45,13 @@ def tokenizer_limits(settings: Settings) -> TokenizerLimits:
 
 
 def token_limits(settings: Settings) -> TokenLimits:
-    """The bounds on new tokens of `settings`, for training. Between two expiry runs (every
-    5 minutes) a model with a token maximum may grow past it by the maximum again, or by one
-    request's worth of new tokens where that is more (a small maximum must not refuse the
-    next message), no further."""
-    maximum = settings.max_tokens_per_model
+    """The bounds on new tokens of `settings` and of each model's own `max_tokens`, for
+    training (`TokenLimits` says how far past its maximum a model may grow between two
+    expiry runs)."""
     return TokenLimits(
         new_per_write=settings.max_new_tokens_per_request,
-        per_model=maximum + max(maximum, settings.max_new_tokens_per_request) if maximum else 0,
+        max_tokens=settings.max_tokens_per_model,
+        own_maximum=lambda live: parse_config(live.options, classes=live.classes).max_tokens,
     )
 
 

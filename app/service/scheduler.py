@@ -98,12 +98,10 @@ def server_scheduler(rt: Runtime, keys: KeyGuard) -> Scheduler:
 
 def periodic_work(rt: Runtime) -> list[Work]:
     """What the server does every 5 minutes besides pruning classification records: token
-    expiry and ledger pruning where a maximum is set, then (SQLite) handing the freed pages
-    back to the file system."""
-    work: list[Work] = []
-    token_limit = rt.settings.max_tokens_per_model
-    if token_limit > 0:
-        work.append(lambda: expire_all(rt, max_tokens=token_limit, over_maximum_only=True))
+    expiry of the models past their maximum (their own `max_tokens`, else the server's; a
+    read of the model rows when none is), ledger pruning where a maximum is set, then
+    (SQLite) handing the freed pages back to the file system."""
+    work: list[Work] = [lambda: expire_all(rt, over_maximum_only=True)]
     ledger_limit = rt.settings.max_ledger_messages_per_model
     if ledger_limit > 0:
         work.append(lambda: prune_ledgers(rt, keep=ledger_limit))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -275,6 +276,19 @@ def random_words(count: int, seed: int) -> str:
     return " ".join(f"w{seed}x{i}q" for i in range(count))
 
 
+def train_new_words(client: TestClient, key: str, *, messages: int) -> list[httpx.Response]:
+    """Train alice `messages` messages of 30 words no other message has (about 61 new
+    tokens each), one request each; the answers."""
+    return [
+        client.post(
+            "/v1/models/alice/train",
+            json={"label": "spam", "text": random_words(30, seed)},
+            headers=bearer(key),
+        )
+        for seed in range(messages)
+    ]
+
+
 def test_a_request_adding_more_new_tokens_than_allowed_is_refused_whole(
     settings: Settings,
 ) -> None:
@@ -307,6 +321,39 @@ def test_a_request_adding_more_new_tokens_than_allowed_is_refused_whole(
     assert read["trained_messages"] == 3
 
 
+@pytest.mark.parametrize(
+    ("server_maximum", "own_maximum", "refused_past"),
+    [(0, 100, 200), (100, 1000, None)],
+    ids=["own-maximum-without-the-servers", "own-maximum-over-the-servers"],
+)
+def test_a_models_own_token_maximum_bounds_its_growth_instead_of_the_servers(
+    settings: Settings, server_maximum: int, own_maximum: int, refused_past: int | None
+) -> None:
+    client, keys = keyed_client(
+        settings, max_tokens_per_model=server_maximum, max_new_tokens_per_request=90
+    )
+    with client:
+        changed = client.patch(
+            "/v1/models/alice", json={"max_tokens": own_maximum}, headers=bearer(keys["admin"])
+        )
+        answers = train_new_words(client, keys["alice"], messages=5)
+        end = vocabulary(client)
+
+    assert changed.status_code == 200, changed.text
+    assert changed.json()["config"]["max_tokens"] == own_maximum
+    refused = [answer for answer in answers if answer.status_code == 413]
+    if refused_past is None:
+        assert not refused  # the server's 100 (plus as much again) does not bound this model
+        assert end > 2 * server_maximum
+    else:
+        assert refused
+        assert all(
+            f"the {refused_past} it may hold" in answer.json()["error"]["message"]
+            for answer in refused
+        )
+        assert end <= refused_past
+
+
 def test_a_model_grows_no_further_than_its_token_maximum_and_as_much_again(
     settings: Settings,
 ) -> None:
@@ -314,14 +361,7 @@ def test_a_model_grows_no_further_than_its_token_maximum_and_as_much_again(
     client, keys = keyed_client(settings, max_tokens_per_model=100, max_new_tokens_per_request=90)
     with client:
         start = vocabulary(client)
-        answers = [
-            client.post(
-                "/v1/models/alice/train",
-                json={"label": "spam", "text": random_words(30, seed)},
-                headers=bearer(keys["alice"]),
-            )
-            for seed in range(5)
-        ]
+        answers = train_new_words(client, keys["alice"], messages=5)
         known = client.post(  # tokens it holds already: no growth, still trained
             "/v1/models/alice/train",
             json={"label": "ham", "text": random_words(30, 0)},

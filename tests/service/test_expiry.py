@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from app.config import Settings
+from app.errors import InvalidConfig
 from app.service.classification import classify
 from app.service.expiry import expire_all, expire_tokens
 from app.service.messages import Message
-from app.service.models import create_model
+from app.service.models import create_model, update_model
 from app.service.runtime import Runtime
 from app.service.scheduler import periodic_work
 from app.service.training import apply_feedback, forget, train
@@ -177,3 +178,39 @@ def test_the_servers_expiry_reads_no_model_under_the_maximum(settings: Settings)
         assert small_after["tokens"] == small_after["vocabulary"] == small_before["vocabulary"]
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("server_maximum", [0, 60])
+def test_each_model_is_kept_to_its_own_maximum_else_the_servers(
+    settings: Settings, server_maximum: int
+) -> None:
+    """A model's `max_tokens` option bounds it where the server sets no maximum, and replaces
+    the server's where both are set; the server's run and `spamsift expire` both follow it."""
+    rt = Runtime(settings.model_copy(update={"max_tokens_per_model": server_maximum}))
+    try:
+        for name in ("small", "large"):
+            create_model(rt, name=name, classes=None, config={})
+        update_model(rt, name="small", changes={"max_tokens": 30})
+        update_model(rt, name="large", changes={"max_tokens": 90})
+        for model in ("default", "small", "large"):
+            for n in range(12):
+                train(rt, model_name=model, message=Message(text=spam_text(n)), label="spam")
+                train(rt, model_name=model, message=Message(text=ham_text(n)), label="ham")
+        grown = table_figures(rt.db, "default")["tokens"]
+        assert grown > 90
+        for step in periodic_work(rt):
+            step()
+        assert table_figures(rt.db, "small")["tokens"] == 30
+        assert table_figures(rt.db, "large")["tokens"] == 90
+        assert table_figures(rt.db, "default")["tokens"] == (server_maximum or grown)
+        by_hand = expire_all(rt)  # what `spamsift expire` runs: nothing more to do
+        assert [result.removed for result in by_hand] == [0, 0, 0]
+        assert expire_all(rt, max_tokens=20)[1].kept == 20  # --max-tokens: one for all
+    finally:
+        rt.close()
+
+
+def test_a_maximum_below_one_token_is_refused_naming_the_option(runtime: Runtime) -> None:
+    with pytest.raises(InvalidConfig) as refused:
+        update_model(runtime, name="default", changes={"max_tokens": 0})
+    assert refused.value.field == "max_tokens"

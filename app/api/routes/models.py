@@ -75,6 +75,7 @@ def read(name: ModelName, rt: RuntimeDep, request: Request) -> ModelInfo:
         info.classes,
         min_learns=rt.settings.min_learns,
         min_train_tokens=rt.settings.min_train_tokens,
+        max_tokens=rt.settings.max_tokens_per_model,
     )
     return replace(info, defaults=defaults)
 
