@@ -104,6 +104,12 @@ def nested_messages(depth: int) -> bytes:
     return HEADERS + b"Content-Type: message/rfc822\n\n" * depth + b"Subject: deep\n\ndeepest"
 
 
+def parts_with_content_type(count: int, content_type: bytes) -> bytes:
+    raw = HEADERS + b"Content-Type: multipart/mixed; boundary=z\n\n"
+    part = b"--z\nContent-Type: " + content_type + b"\n\nw%d\n"
+    return raw + b"".join(part % i for i in range(count)) + b"--z--\n"
+
+
 def many_parts(count: int) -> bytes:
     raw = HEADERS + b"Content-Type: multipart/mixed; boundary=z\n\n"
     return raw + b"".join(b"--z\n\nw%d\n" % i for i in range(count)) + b"--z--\n"
@@ -276,6 +282,15 @@ def catalogue() -> list[BadInput]:
             "I18",
             "subject-8k-encoded-words",
             lambda: b"Subject: " + b" ".join([b"=?utf-8?B?dGVzdA==?="] * 8000) + b"\n\nbody",
+        ),
+        *(
+            # The email package split a value's parameters in time quadratic in its semicolons
+            # (a real spam's `text/html ; ; ; ...` took 0.1 s a part): 100 parts of such values
+            _b("I18", name, partial(parts_with_content_type, 100, value))
+            for name, value in [
+                ("content-type-8k-semicolons-x100-parts", b"text/plain" + b" ;" * 4000),
+                ("content-type-quoted-semicolons-x100-parts", b'text/plain; a="' + b";" * 8000),
+            ]
         ),
         _b(
             "I18",

@@ -306,6 +306,19 @@ def test_a_family_off_gives_the_tokens_of_every_family_but_its_own(
     }
 
 
+def core_with_counter(counter: type) -> types.SimpleNamespace:
+    """The compiled core's functions with another HashCounter: an extension built from an
+    older _core.pyx."""
+    return types.SimpleNamespace(
+        **{
+            field.name: getattr(COMPILED, field.name)
+            for field in dataclasses.fields(core.TokenCore)
+            if field.name not in ("name", "hash_counter")
+        },
+        hash_counter=counter,
+    )
+
+
 def test_an_extension_whose_counter_cannot_skip_pairs_falls_back_to_python() -> None:
     # Built before the families were options: its HashCounter.body_text takes no switch.
     class OldCounter:
@@ -315,14 +328,7 @@ def test_an_extension_whose_counter_cannot_skip_pairs_falls_back_to_python() -> 
         def release(self) -> None:
             pass
 
-    stale = types.SimpleNamespace(
-        **{
-            field.name: getattr(COMPILED, field.name)
-            for field in dataclasses.fields(core.TokenCore)
-            if field.name not in ("name", "hash_counter")
-        },
-        hash_counter=OldCounter,
-    )
+    stale = core_with_counter(OldCounter)
     with pytest.warns(RuntimeWarning, match="out of date.*body_text"):
         assert core.compiled_from(stale) is None
 
@@ -340,13 +346,6 @@ def test_an_extension_whose_counter_gives_no_utf8_falls_back_to_python() -> None
         def release(self) -> None:
             pass
 
-    stale = types.SimpleNamespace(
-        **{
-            field.name: getattr(COMPILED, field.name)
-            for field in dataclasses.fields(core.TokenCore)
-            if field.name not in ("name", "hash_counter")
-        },
-        hash_counter=OldCounter,
-    )
+    stale = core_with_counter(OldCounter)
     with pytest.warns(RuntimeWarning, match="out of date.*UTF-8"):
         assert core.compiled_from(stale) is None
