@@ -195,10 +195,10 @@ class TokenIndex(Sequence[str]):
 
     def lookup_exact(self, tokens: HashedTexts) -> IntArray:
         """`lookup(texts, exact=True)` for texts given as UTF-8 with their hashes (from this
-        index's hash function): the bytes of every token found by its hash compared with the
-        index's in numpy, and a `str` made only of a token whose hash is collided."""
-        hashes, texts = tokens.hashes, tokens.texts
-        ids = self._by_hash(hashes)
+        index's hash function): `lookup_hashes`, then the bytes of every token found compared
+        with the index's in numpy; a `str` is made only of a token whose hash is collided."""
+        texts = tokens.texts
+        ids = self.lookup_hashes(tokens.hashes, lambda positions: texts.take(positions).strings())
         found = np.flatnonzero(ids >= 0)
         if found.size:
             held = ids[found]
@@ -215,16 +215,6 @@ class TokenIndex(Sequence[str]):
             finally:
                 del blob  # the bytearray cannot grow while a view of it exists
             ids[found[~same]] = -1
-        if self._collided_hashes.size:
-            ambiguous = np.flatnonzero(np.isin(hashes, self._collided_hashes))
-            if ambiguous.size:
-                extra = np.fromiter(
-                    map(self._collided.get, texts.take(ambiguous).strings(), repeat(-1)),
-                    np.int64,
-                    ambiguous.size,
-                )
-                chosen = extra >= 0
-                ids[ambiguous[chosen]] = extra[chosen]
         return ids
 
     def lookup_hashes(
@@ -338,10 +328,11 @@ class TokenIndex(Sequence[str]):
         else:
             hashes = given_hashes if new_texts is texts else given_hashes[fresh]
         if self._hashes.size or self._recent_hashes.size:  # else nothing to clash with: a load
-            whole = encoded if encoded is not None and new_texts is texts else None
-            owners = self.lookup_exact(
-                HashedTexts(hashes, whole or EncodedTexts.from_strings(new_texts))
-            )
+            if encoded is None:
+                new_encoded = EncodedTexts.from_strings(new_texts)
+            else:
+                new_encoded = encoded if new_texts is texts else encoded.take(fresh)
+            owners = self.lookup_exact(HashedTexts(hashes, new_encoded))
         else:
             owners = np.full(len(new_texts), -1, dtype=np.int64)
         clash = np.flatnonzero(owners >= 0)
@@ -354,7 +345,7 @@ class TokenIndex(Sequence[str]):
         if not new_ids.size:
             return new_ids
         self.grow(int(new_ids.max()) + 1)
-        # The buffer read from the database is kept as it is when every text in it is new.
+        # The given buffer is kept as it is (a model read) when every text in it is new.
         whole = encoded if encoded is not None and new_texts is texts else None
         self._add(new_ids, new_texts, new_hashes, encoded=whole, order=order)
         return new_ids

@@ -45,7 +45,7 @@ from app.token_texts import HashedTexts
 T = TypeVar("T")
 
 
-def _no_maximum_of_its_own(live: LiveModel) -> int | None:
+def _no_maximum(live: LiveModel) -> int | None:
     return None
 
 
@@ -53,20 +53,19 @@ def _no_maximum_of_its_own(live: LiveModel) -> int | None:
 class TokenLimits:
     """Bounds on the tokens a write may add (0: none), checked before anything is stored:
     `new_per_write` new tokens in one write (one train, batch or feedback request), and the
-    tokens in the model's vocabulary after it: its maximum (`own_maximum`, else
-    `max_tokens`) plus as much again, or plus `new_per_write` where that is more. Token
+    tokens in the model's vocabulary after it: its maximum (`maximum_of`) plus as much again,
+    or plus `new_per_write` where that is more. Token
     expiry brings a model back to its maximum every few minutes; in between it may grow that
     far (a small maximum must not refuse the next message), no further."""
 
     new_per_write: int = 0
-    max_tokens: int = 0  # the server's maximum per model
-    # A model's own maximum, from its stored options (the service judges options, not this
-    # room); None: the server's.
-    own_maximum: Callable[[LiveModel], int | None] = _no_maximum_of_its_own
+    # A model's maximum (None: none): its own option, else the server's; the service says,
+    # as it judges options (this room does not).
+    maximum_of: Callable[[LiveModel], int | None] = _no_maximum
 
     def per_model(self, live: LiveModel) -> int:
         """The most tokens `live` may hold after a write (0: no bound)."""
-        maximum = self.own_maximum(live) or self.max_tokens
+        maximum = self.maximum_of(live)
         return maximum + max(maximum, self.new_per_write) if maximum else 0
 
     def check_request(self, new: int) -> None:

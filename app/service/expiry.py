@@ -1,7 +1,7 @@
 """Use case: token expiry, so that a model's database rows stop growing with its mail.
 
 A model keeps at most `max_tokens` tokens (its own option, else the server's
-`max_tokens_per_model`, else no maximum: `model_maximum`): expiry deletes first every token
+`max_tokens_per_model`, else no maximum: `max_tokens_of`): expiry deletes first every token
 whose counts all
 fell to zero, then, past `max_tokens`, the tokens least recently seen (the generation of the
 last write that changed their counts), the least informative first among those seen equally
@@ -36,7 +36,7 @@ from app.errors import InvalidInput
 from app.live.held import LiveModel
 from app.live.records import PRUNE_CHUNK_ROWS
 from app.live.write import ModelWrite, write_model
-from app.service.model_config import parse_config
+from app.service.model_config import max_tokens_of
 from app.service.runtime import Runtime
 from app.store import Connection
 from app.store.counts import changed_since, read_class_totals, read_token_ages
@@ -61,23 +61,14 @@ class ExpiryResult:
 NO_MAXIMUM = 2**62
 
 
-def model_maximum(rt: Runtime, options: dict[str, Any], classes: tuple[str, ...]) -> int | None:
-    """The tokens a model of stored `options` keeps at most: its own `max_tokens`, else the
-    server's maximum; None for no maximum."""
-    own = parse_config(options, classes=classes).max_tokens
-    return own or rt.settings.max_tokens_per_model or None
-
-
 def expire_tokens(rt: Runtime, *, model_name: str, max_tokens: int | None = None) -> ExpiryResult:
-    """Keep at most `max_tokens` tokens in the model (None: its own maximum, `model_maximum`;
+    """Keep at most `max_tokens` tokens in the model (None: its own maximum, `max_tokens_of`;
     only its dead tokens where it has none); delete dead tokens in any case."""
     if max_tokens is not None and max_tokens < 0:
         raise InvalidInput(f"max_tokens must be >= 0, got {max_tokens}")
 
     def expire(live: LiveModel) -> ExpiryResult:
-        limit = (
-            max_tokens if max_tokens is not None else model_maximum(rt, live.options, live.classes)
-        )
+        limit = max_tokens if max_tokens is not None else _maximum(rt, live.options, live.classes)
         return _expire(rt, live, NO_MAXIMUM if limit is None else limit)
 
     return rt.models.use(model_name, expire)
@@ -87,14 +78,14 @@ def expire_all(
     rt: Runtime, *, max_tokens: int | None = None, over_maximum_only: bool = False
 ) -> list[ExpiryResult]:
     """Expire every model (`spamsift expire`) to `max_tokens`, or (None) each to its own
-    maximum (`model_maximum`). With `over_maximum_only` (the server's run every five
+    maximum (`max_tokens_of`). With `over_maximum_only` (the server's run every five
     minutes), only the models whose trained tokens are past their maximum, as their rows
     count them: expiring a model loads it, and a server of many models under the maximum
     would otherwise read every one of them each time (a model under it keeps its dead tokens
     until it passes the maximum, or until `spamsift expire`)."""
     results = []
     for row in rt.db.run(list_models, write=False):
-        limit = max_tokens if max_tokens is not None else model_maximum(rt, row.config, row.classes)
+        limit = max_tokens if max_tokens is not None else _maximum(rt, row.config, row.classes)
         if over_maximum_only and (limit is None or row.vocabulary <= limit):
             continue
         results.append(
@@ -103,6 +94,10 @@ def expire_all(
             )
         )
     return results
+
+
+def _maximum(rt: Runtime, options: dict[str, Any], classes: tuple[str, ...]) -> int | None:
+    return max_tokens_of(options, classes, server=rt.settings.max_tokens_per_model)
 
 
 @dataclass(frozen=True)

@@ -327,6 +327,13 @@ def parse_config(stored: dict[str, Any], *, classes: tuple[str, ...]) -> ModelCo
     return config
 
 
+def max_tokens_of(options: dict[str, Any], classes: tuple[str, ...], *, server: int) -> int | None:
+    """The tokens a model of stored `options` keeps at most: its own `max_tokens`, else the
+    server's maximum `server` (0: none); None for no maximum. What token expiry keeps and
+    what bounds a write's growth."""
+    return parse_config(options, classes=classes).max_tokens or server or None
+
+
 def check_classes(classes: list[str]) -> tuple[str, ...]:
     """Check a model's class labels: 2..64 distinct, short, printable."""
     if not 2 <= len(classes) <= 64:

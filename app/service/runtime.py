@@ -28,7 +28,7 @@ from app.live.records import ClassificationLog
 from app.live.write import TokenLimits
 from app.message_caps import MessageCaps
 from app.service.messages import Message, PreparedMessage, prepare
-from app.service.model_config import parse_config
+from app.service.model_config import max_tokens_of, parse_config
 from app.service.stats_cache import StatsCache
 from app.store.engine import Database as Database  # named by the CLI through its root
 from app.store.ledger import ClassificationRecord
@@ -50,8 +50,9 @@ def token_limits(settings: Settings) -> TokenLimits:
     expiry runs)."""
     return TokenLimits(
         new_per_write=settings.max_new_tokens_per_request,
-        max_tokens=settings.max_tokens_per_model,
-        own_maximum=lambda live: parse_config(live.options, classes=live.classes).max_tokens,
+        maximum_of=lambda live: max_tokens_of(
+            live.options, live.classes, server=settings.max_tokens_per_model
+        ),
     )
 
 

@@ -301,9 +301,11 @@ _PARAMETER_MARK = re.compile(r'\\"|"|;')
 RawParameter = str | tuple[str | None, str | None, str]
 
 
-def _split_parameters(value: str) -> list[str]:
-    """`email.message._parseparam(value)`, in one pass: the parts between the `;` outside
-    quoted strings, each stripped, a name before `=` lowercased. The email package counts the
+def _split_parameters(value: str) -> list[tuple[str, str]]:
+    """The (name, value) pairs `email.message.Message._get_params_preserve` makes of
+    `_parseparam(value)`, in one pass: the parts between the `;` outside quoted strings, each
+    split at its first `=`, both sides stripped and the name lowercased (a part without `=`:
+    itself, stripped and not lowercased, and ""). The email package counts the
     quotes again from a part's start at every `;` it meets inside one, and copies the rest of
     the value at every part: quadratic, 0.1-0.2 s for one 8 KiB value of semicolons (a real
     spam's Content-Type, `text/html ; ; ; ...`), seconds for a message of such parts."""
@@ -320,13 +322,11 @@ def _split_parameters(value: str) -> list[str]:
                 parts.append(value[start : mark.start()])
                 start = mark.end()
         parts.append(value[start:])
-    split = []
+    pairs = []
     for part in parts:
-        if "=" in part:
-            name, _, rest = part.partition("=")
-            part = name.strip().lower() + "=" + rest.strip()
-        split.append(part.strip())
-    return split
+        name, equals, raw = part.partition("=")
+        pairs.append((name.strip().lower(), raw.strip()) if equals else (part.strip(), ""))
+    return pairs
 
 
 def read_parameters(headers: email.message.Message) -> tuple[str | None, str | None, str | None]:
@@ -351,15 +351,11 @@ def _decoded_parameters(value: object) -> list[tuple[str, RawParameter]] | None:
     header): (name, value) pairs, RFC 2231 decoded."""
     if value is None:
         return None
-    pairs: list[tuple[str, str]] = []
-    for part in _split_parameters(str(value)):  # str: a value with surrogates is a Header
-        name, equals, raw = part.partition("=")
-        pair = (name.strip(), raw.strip()) if equals else (part.strip(), "")
-        # A parameter without a name (`; ;`) is never looked up and never decoded (RFC 2231
-        # names are words): left out, but the first, which decode_params keeps as it is.
-        if pair[0] or not pairs:
-            pairs.append(pair)
-    return email.utils.decode_params(pairs)
+    # str: a value with surrogates is a Header. A parameter without a name (`; ;`) is never
+    # looked up and never decoded (RFC 2231 names are words): left out, but the first, which
+    # decode_params keeps as it is.
+    first, *rest = _split_parameters(str(value))
+    return email.utils.decode_params([first, *(pair for pair in rest if pair[0])])
 
 
 def _parameter(parameters: list[tuple[str, RawParameter]] | None, name: str) -> RawParameter | None:
