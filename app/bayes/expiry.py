@@ -1,12 +1,14 @@
-"""Which tokens expiry deletes: the rule alone, on a model's counts, whoever holds them.
+"""Which tokens expiry deletes: the rules alone, on a model's counts, whoever holds them.
 
 As SpamAssassin (at most `bayes_expiry_max_db_size` tokens, by last use) and `bogoutil -a`
 do: first every token whose counts all fell to zero (forgotten messages leave them behind),
 then, past `max_tokens`, the tokens least recently seen, and among those seen equally long
 ago the least informative (the smallest spread of their per-class message rates: a token as
-frequent in ham as in spam says nothing), then the one made first. The service applies it to the
-rows it reads (`app.service.expiry`), the evaluation harness to a model in memory between
-the messages of a stream, so that what an evaluation measures is what expiry does.
+frequent in ham as in spam says nothing), then the one made first (`choose_expired`). Besides,
+with pair probation, the word pairs counted in one trained message only once that message is
+no longer among the recent ones (`on_probation`). The service applies them to the rows it
+reads (`app.service.expiry`), the evaluation harness to a model in memory between the
+messages of a stream, so that what an evaluation measures is what expiry does.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.bayes.counts import CountArray, IntArray
+from app.bayes.counts import BoolArray, CountArray, IntArray
 
 
 @dataclass(frozen=True)
@@ -55,3 +57,16 @@ def choose_expired(
     return ExpiryChoice(
         expired=np.sort(np.concatenate(chosen)), kept=int(alive.size - max(excess, 0))
     )
+
+
+def on_probation(docs: CountArray, candidates: BoolArray, recent: BoolArray) -> BoolArray:
+    """Which tokens pair probation deletes: of the `candidates` (a family's tokens, word
+    pairs), those counted in one trained message only where that message is not one of the
+    recent ones (`recent`: the token was trained by one of them).
+
+    A token seen in one message says nothing of any other until it recurs; most word pairs
+    never do. Kept while their message is recent, a campaign's next copies still meet them.
+    `docs` is (classes, tokens), aligned with the two masks.
+    """
+    single: BoolArray = docs.sum(axis=0) == 1
+    return candidates & single & ~recent

@@ -18,7 +18,8 @@ from pydantic.fields import FieldInfo
 
 from app.service.model_config import evaluated_options, shown_default
 
-# Messages between two token expiry runs in an online evaluation with --max-tokens.
+# Messages between two token expiry runs in an online evaluation with --max-tokens or
+# --pair-probation.
 EXPIRE_EVERY = 100
 
 
@@ -56,10 +57,19 @@ def add_evaluate_command(commands: argparse._SubParsersAction[argparse.ArgumentP
         "the least recently seen tokens deleted past N tokens (default: no expiry)",
     )
     evaluate.add_argument(
+        "--pair-probation",
+        type=_count,
+        metavar="K",
+        help="online: token expiry as a server runs it for a model with pair_probation=K, a "
+        "word pair counted in one trained message deleted once K newer messages were trained "
+        "(default: pairs kept)",
+    )
+    evaluate.add_argument(
         "--expire-every",
         type=_count,
         metavar="M",
-        help="with --max-tokens: messages between two expiry runs, the mail a model gets in "
+        help="with --max-tokens or --pair-probation: messages between two expiry runs, the "
+        "mail a model gets in "
         f"the 5 minutes between a server's runs (default {EXPIRE_EVERY})",
     )
     order = evaluate.add_mutually_exclusive_group()
@@ -171,15 +181,22 @@ def run_evaluate(args: argparse.Namespace) -> int:
     config = options_given.to_engine()
     families = options_given.token_families()
     expiry = None
-    if args.expire_every is not None and args.max_tokens is None:
-        print("spamsift evaluate: --expire-every needs --max-tokens", file=sys.stderr)
+    expiring = args.max_tokens is not None or args.pair_probation is not None
+    if args.expire_every is not None and not expiring:
+        print(
+            "spamsift evaluate: --expire-every needs --max-tokens or --pair-probation",
+            file=sys.stderr,
+        )
         return 2
-    if args.max_tokens is not None:
+    if expiring:
         if not args.online:
-            print("spamsift evaluate: --max-tokens needs --online", file=sys.stderr)
+            flag = "--max-tokens" if args.max_tokens is not None else "--pair-probation"
+            print(f"spamsift evaluate: {flag} needs --online", file=sys.stderr)
             return 2
         every = EXPIRE_EVERY if args.expire_every is None else args.expire_every
-        expiry = StreamExpiry(max_tokens=args.max_tokens, every=every)
+        expiry = StreamExpiry(
+            max_tokens=args.max_tokens, every=every, pair_probation=args.pair_probation
+        )
     core = resolve(Settings().tokenizer)  # checked by main, as every setting
     name = args.corpus.parent.name if args.corpus.name.startswith("messages.") else args.corpus.name
     if args.online:

@@ -43,9 +43,14 @@ def print_online_evaluation(report: OnlineReport) -> None:
         f"{report.ham} ham), {report.trained} trained; vocabulary {report.vocabulary} tokens"
     )
     if report.expiry is not None:
+        rules = []
+        if report.expiry.max_tokens is not None:
+            rules.append(f"at most {report.expiry.max_tokens} tokens")
+        if report.expiry.pair_probation is not None:
+            rules.append(f"pairs on probation for {report.expiry.pair_probation} messages")
         print(
-            f"token expiry: at most {report.expiry.max_tokens} tokens after every "
-            f"{report.expiry.every} messages; {report.expired_tokens} tokens deleted in all"
+            f"token expiry: {' and '.join(rules)} after every {report.expiry.every} messages; "
+            f"{report.expired_tokens} tokens deleted in all"
         )
     print(
         f"verdicts: {report.false_positives} false positives, {report.false_negatives} false "

@@ -31,13 +31,13 @@ from scipy.stats import rankdata
 
 from app.bayes.attributes import AttributeSums
 from app.bayes.counts import CountTable
-from app.bayes.expiry import choose_expired
+from app.bayes.expiry import choose_expired, on_probation
 from app.bayes.naive_bayes import Classifier, NaiveBayesConfig, verdict
 from app.bayes.scorers import EVENT_MODELS, EventModel
 from app.service.corpus import LabelledMessage
 from app.text import TokenizerLimits, text_only, tokenize_raw, tokenize_text
 from app.text.core import TokenCore
-from app.text.families import ALL_FAMILIES, Family
+from app.text.families import ALL_FAMILIES, FAMILY_PREFIXES, Family
 from app.text.features import mail_features
 
 FloatArray = NDArray[np.float64]
@@ -379,17 +379,24 @@ def evaluate_online(
 
 @dataclass(frozen=True)
 class StreamExpiry:
-    """Token expiry in a stream: after every `every` messages, the model keeps at most
-    `max_tokens` tokens, chosen by the service's rule (`app.bayes.expiry`), a token's last
-    sighting being the last message that trained it. A server runs it every few minutes
-    (`max_tokens_per_model`); `every` is how many messages arrive meanwhile."""
+    """Token expiry in a stream, the service's rules (`app.bayes.expiry`) after every `every`
+    messages: the model keeps at most `max_tokens` tokens (None: no maximum), a token's last
+    sighting being the last message that trained it; with `pair_probation`, a word pair
+    counted in one trained message only goes once that many newer messages were trained. A
+    server runs it every few minutes (`max_tokens_per_model`, a model's `max_tokens` and
+    `pair_probation`); `every` is how many messages arrive meanwhile."""
 
-    max_tokens: int
+    max_tokens: int | None
     every: int
+    pair_probation: int | None = None
 
     def __post_init__(self) -> None:
-        if self.max_tokens < 1:
+        if self.max_tokens is None and self.pair_probation is None:
+            raise ValueError("expiry needs max_tokens or pair_probation")
+        if self.max_tokens is not None and self.max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.pair_probation is not None and self.pair_probation < 1:
+            raise ValueError(f"pair_probation must be >= 1, got {self.pair_probation}")
         if self.every < 1:
             raise ValueError(f"every must be >= 1, got {self.every}")
 
@@ -445,6 +452,7 @@ def score_stream(
     last_trained = np.full(table.n_tokens, -1, dtype=np.int64)
     made = np.full(table.n_tokens, -1, dtype=np.int64)
     made_so_far = 0
+    trained_at: list[int] = []  # the positions of the trained messages, for pair probation
     for position, example in enumerate(stream):
         token_ids, terms = _ids_and_terms(ids, example)
         X = scipy.sparse.csr_array(
@@ -481,9 +489,10 @@ def score_stream(
                 table.add(CLASSES.index(example.label), token_ids, terms)
                 attributes.add(example.attributes, CLASSES.index(example.label), sign=1)
             last_trained[token_ids] = position
+            trained_at.append(position)
             trained += 1
         if expiry is not None and (position + 1) % expiry.every == 0:
-            expired += _expire(table, last_trained, made, expiry.max_tokens)
+            expired += _expire(table, last_trained, made, expiry, trained_at)
     stored = int((table.token_docs.sum(axis=0) > 0).sum()) if table.n_tokens else 0
     return ScoredStream(scores, verdicts, trained, classifier.vocabulary_size, stored, expired)
 
@@ -506,22 +515,32 @@ def _make_new(
     return made_so_far + int(new.size)
 
 
-def _expire(table: CountTable, last_trained: IntArray, made: IntArray, max_tokens: int) -> int:
-    """Delete, as the service's expiry does, the tokens its rule chooses: their counts go,
+def _expire(
+    table: CountTable,
+    last_trained: IntArray,
+    made: IntArray,
+    expiry: StreamExpiry,
+    trained_at: Sequence[int],
+) -> int:
+    """Delete, as the service's expiry does, the tokens its rules choose: their counts go,
     their terms leave the class term totals, the class message counts stay. Return how many
     tokens with a count went (the stream's tokens are interned up front, so every token not
     trained yet is a "dead" one, with nothing to delete)."""
     docs, terms = table.token_docs, table.token_terms
-    choice = choose_expired(
-        np.arange(table.n_tokens, dtype=np.int64),
-        docs,
-        terms,
-        last_trained,
-        table.class_docs,
-        max_tokens,
-        made=made,
-    )
-    expired = choice.expired
+    token_ids = np.arange(table.n_tokens, dtype=np.int64)
+    chosen = [np.zeros(0, dtype=np.int64)]
+    if expiry.max_tokens is not None:
+        chosen.append(
+            choose_expired(
+                token_ids, docs, terms, last_trained, table.class_docs, expiry.max_tokens, made=made
+            ).expired
+        )
+    if expiry.pair_probation is not None and len(trained_at) > expiry.pair_probation:
+        # A token trained by one of the pair_probation newest trained messages is recent.
+        recent = last_trained >= trained_at[-expiry.pair_probation]
+        pairs = table.tokens.starting_with(FAMILY_PREFIXES["word_pairs"])
+        chosen.append(token_ids[on_probation(docs, pairs, recent)])
+    expired = np.unique(np.concatenate(chosen))
     counted = expired[(docs[:, expired] > 0).any(axis=0) | (terms[:, expired] > 0).any(axis=0)]
     if not counted.size:
         return 0

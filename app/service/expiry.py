@@ -31,17 +31,18 @@ from typing import Any
 
 import numpy as np
 
-from app.bayes.expiry import choose_expired
+from app.bayes.expiry import choose_expired, on_probation
 from app.errors import InvalidInput
 from app.live.held import LiveModel
 from app.live.records import PRUNE_CHUNK_ROWS
 from app.live.write import ModelWrite, write_model
-from app.service.model_config import max_tokens_of
+from app.service.model_config import max_tokens_of, parse_config
 from app.service.runtime import Runtime
 from app.store import Connection
 from app.store.counts import changed_since, read_class_totals, read_token_ages
-from app.store.ledger import delete_trained, trained_beyond
+from app.store.ledger import delete_trained, newest_trained_token_ids, trained_beyond
 from app.store.models import find_model, list_models
+from app.text.families import FAMILY_PREFIXES
 
 # Tokens deleted per transaction. Deleting the 155 k tokens of one model in one transaction
 # held PostgreSQL's lock ~22 s, about 0.15 ms a token with its choice: 2,000 a chunk keeps a
@@ -57,42 +58,62 @@ class ExpiryResult:
     kept: int  # tokens left
 
 
+# A model with pair_probation is expired by the server's periodic run once its tokens grew by
+# this share since its last expiry: each run reads every count row of the model.
+PROBATION_GROWTH = 0.1
+
 # What "no maximum" keeps: every token that still counts a message (dead tokens go).
 NO_MAXIMUM = 2**62
 
 
 def expire_tokens(rt: Runtime, *, model_name: str, max_tokens: int | None = None) -> ExpiryResult:
     """Keep at most `max_tokens` tokens in the model (None: its own maximum, `max_tokens_of`;
-    only its dead tokens where it has none); delete dead tokens in any case."""
+    only its dead tokens where it has none); delete dead tokens in any case, and the word
+    pairs its `pair_probation` ends."""
     if max_tokens is not None and max_tokens < 0:
         raise InvalidInput(f"max_tokens must be >= 0, got {max_tokens}")
 
     def expire(live: LiveModel) -> ExpiryResult:
         limit = max_tokens if max_tokens is not None else _maximum(rt, live.options, live.classes)
-        return _expire(rt, live, NO_MAXIMUM if limit is None else limit)
+        probation = parse_config(live.options, classes=live.classes).pair_probation
+        return _expire(rt, live, NO_MAXIMUM if limit is None else limit, probation)
 
     return rt.models.use(model_name, expire)
 
 
 def expire_all(
-    rt: Runtime, *, max_tokens: int | None = None, over_maximum_only: bool = False
+    rt: Runtime,
+    *,
+    max_tokens: int | None = None,
+    over_maximum_only: bool = False,
+    left: dict[int, int] | None = None,
 ) -> list[ExpiryResult]:
     """Expire every model (`spamsift expire`) to `max_tokens`, or (None) each to its own
-    maximum (`max_tokens_of`). With `over_maximum_only` (the server's run every five
-    minutes), only the models whose trained tokens are past their maximum, as their rows
-    count them: expiring a model loads it, and a server of many models under the maximum
-    would otherwise read every one of them each time (a model under it keeps its dead tokens
-    until it passes the maximum, or until `spamsift expire`)."""
+    maximum (`max_tokens_of`), and end its `pair_probation`. With `over_maximum_only` (the
+    server's run every five minutes), only the models whose trained tokens are past their
+    maximum, as their rows count them, and those with a `pair_probation` whose tokens grew
+    by PROBATION_GROWTH since their last expiry in this process, or since this process first
+    saw them (`left`: model id -> tokens then, updated here): expiring a model loads it, and
+    a server of many models under the maximum would otherwise read every one of them each
+    time (a model under it keeps its dead tokens until it passes the maximum, or until
+    `spamsift expire`)."""
+    left = {} if left is None else left
     results = []
     for row in rt.db.run(list_models, write=False):
         limit = max_tokens if max_tokens is not None else _maximum(rt, row.config, row.classes)
-        if over_maximum_only and (limit is None or row.vocabulary <= limit):
-            continue
-        results.append(
-            expire_tokens(
-                rt, model_name=row.name, max_tokens=NO_MAXIMUM if limit is None else limit
-            )
+        if over_maximum_only:
+            over = limit is not None and row.vocabulary > limit
+            grown = False
+            if parse_config(row.config, classes=row.classes).pair_probation is not None:
+                baseline = left.setdefault(row.id, row.vocabulary)  # first seen: from now on
+                grown = row.vocabulary > (1 + PROBATION_GROWTH) * baseline
+            if not (over or grown):
+                continue
+        result = expire_tokens(
+            rt, model_name=row.name, max_tokens=NO_MAXIMUM if limit is None else limit
         )
+        left[row.id] = result.kept
+        results.append(result)
     return results
 
 
@@ -137,9 +158,13 @@ def prune_ledgers(rt: Runtime, *, keep: int) -> list[LedgerPruning]:
     return [prune_ledger(rt, model_name=name, keep=keep) for name in names]
 
 
-def _expire(rt: Runtime, live: LiveModel, max_tokens: int) -> ExpiryResult:
+def _expire(
+    rt: Runtime, live: LiveModel, max_tokens: int, pair_probation: int | None
+) -> ExpiryResult:
     """Choose from a read of the model, then delete in chunks (see the module docstring)."""
-    chosen, kept, generation = rt.db.run(lambda conn: _choose(conn, live, max_tokens), write=False)
+    chosen, kept, generation = rt.db.run(
+        lambda conn: _choose(conn, live, max_tokens, pair_probation), write=False
+    )
     removed = trained = 0
     for start in range(0, chosen.size, EXPIRY_CHUNK_TOKENS):
         chunk = chosen[start : start + EXPIRY_CHUNK_TOKENS]
@@ -158,7 +183,9 @@ def _expire(rt: Runtime, live: LiveModel, max_tokens: int) -> ExpiryResult:
     return ExpiryResult(model=live.name, removed=removed, trained_removed=trained, kept=kept)
 
 
-def _choose(conn: Connection, live: LiveModel, max_tokens: int) -> tuple[np.ndarray, int, int]:
+def _choose(
+    conn: Connection, live: LiveModel, max_tokens: int, pair_probation: int | None
+) -> tuple[np.ndarray, int, int]:
     """Return the token ids to delete (sorted), how many tokens remain, and the model's
     generation they were chosen at."""
     generation = find_model(conn, live.name).generation
@@ -173,4 +200,27 @@ def _choose(conn: Connection, live: LiveModel, max_tokens: int) -> tuple[np.ndar
     np.maximum.at(last_seen, position, ages.generations)
     class_docs = read_class_totals(conn, live.id, n_classes)[0]
     choice = choose_expired(token_ids, docs, terms, last_seen, class_docs, max_tokens)
-    return choice.expired, choice.kept, generation
+    expired, kept = choice.expired, choice.kept
+    recent_ids = (
+        None
+        if pair_probation is None
+        else newest_trained_token_ids(conn, live.id, messages=pair_probation)
+    )
+    if recent_ids is not None:
+        pairs = _word_pairs(live, token_ids)
+        ending = token_ids[on_probation(docs, pairs, np.isin(token_ids, recent_ids))]
+        kept -= int(np.setdiff1d(ending, expired, assume_unique=True).size)
+        expired = np.union1d(expired, ending)
+    return expired, kept, generation
+
+
+def _word_pairs(live: LiveModel, token_ids: np.ndarray) -> np.ndarray:
+    """Which of `token_ids` (ascending) are word pairs, by the held model's texts; a token
+    newer than the held copy (trained by another process since its last sync) is recent and
+    counts as none."""
+    pairs = np.zeros(token_ids.size, dtype=np.bool_)
+    with live.lock:
+        index = live.table.tokens
+        known = token_ids < len(index)
+        pairs[known] = index.starting_with(FAMILY_PREFIXES["word_pairs"], token_ids[known])
+    return pairs

@@ -218,6 +218,19 @@ class ModelConfig(BaseModel):
         ge=1,
         le=2**53,
     )
+    # Most word pairs are counted in one message and never recur. Deleted once 2,000 newer
+    # messages have been trained without them, a model holds 0.35-0.62x the default's tokens
+    # at 0.97-1.08x its 1-ROCA on every stream measured (`python -m bench.lab.pair_budget`,
+    # docs/accuracy.md "Pair probation"); off by default, because it is not equal everywhere.
+    pair_probation: int | None = option(
+        None,
+        scope=OptionScope.TRAINING,
+        description="token expiry deletes a word pair counted in one trained message only "
+        "once this many newer messages have been trained (`null`: pairs are kept); counted "
+        "in the messages the ledger remembers",
+        ge=1,
+        le=10_000_000,
+    )
     # SPAMSIFT_MIN_LEARNS is 200, as SpamAssassin and rspamd.
     min_learns: int | None = option(
         None,

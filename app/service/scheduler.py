@@ -99,9 +99,11 @@ def server_scheduler(rt: Runtime, keys: KeyGuard) -> Scheduler:
 def periodic_work(rt: Runtime) -> list[Work]:
     """What the server does every 5 minutes besides pruning classification records: token
     expiry of the models past their maximum (their own `max_tokens`, else the server's; a
-    read of the model rows when none is), ledger pruning where a maximum is set, then
+    read of the model rows when none is) and of those with a `pair_probation` grown since
+    their last expiry, ledger pruning where a maximum is set, then
     (SQLite) handing the freed pages back to the file system."""
-    work: list[Work] = [lambda: expire_all(rt, over_maximum_only=True)]
+    left: dict[int, int] = {}  # model id -> tokens its last expiry in this process left
+    work: list[Work] = [lambda: expire_all(rt, over_maximum_only=True, left=left)]
     ledger_limit = rt.settings.max_ledger_messages_per_model
     if ledger_limit > 0:
         work.append(lambda: prune_ledgers(rt, keep=ledger_limit))

@@ -180,6 +180,20 @@ def trained_beyond(conn: Connection, model_id: int, *, keep: int, limit: int) ->
     return [str(key) for (key,) in rows]
 
 
+def newest_trained_token_ids(conn: Connection, model_id: int, *, messages: int) -> IntArray | None:
+    """The ids of the tokens the model's `messages` newest trained messages added (by training
+    time, then key), ascending; None where the ledger holds fewer messages than that."""
+    rows = conn.execute(
+        select(trained_messages.c.token_ids)
+        .where(trained_messages.c.model_id == model_id)
+        .order_by(trained_messages.c.trained_at.desc(), trained_messages.c.message_key.desc())
+        .limit(messages)
+    ).all()
+    if len(rows) < messages:
+        return None
+    return np.unique(np.concatenate([unpack(row.token_ids) for row in rows]))
+
+
 def count_trained(conn: Connection, model_id: int) -> int:
     return int(
         conn.execute(

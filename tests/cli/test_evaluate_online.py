@@ -219,11 +219,44 @@ def test_the_online_command_measures_token_expiry(
     unbounded = evaluate_online(examples, corpus="x", config=ModelConfig().to_engine())
 
     report = json.loads(completed.stdout)
-    assert report["expiry"] == {"max_tokens": 15, "every": every}
+    assert report["expiry"] == {"max_tokens": 15, "every": every, "pair_probation": None}
     assert report["vocabulary"] <= 15 < unbounded.vocabulary
     assert report["expired_tokens"] > 0
     assert unbounded.expiry is None
     assert unbounded.expired_tokens == 0
+
+
+def test_the_online_command_measures_pair_probation(
+    corpus_file: Path, examples: list[Example]
+) -> None:
+    """--pair-probation runs the server's expiry of a model with that option between the
+    messages: the stream ends with the tokens `score_stream` keeps under the same expiry,
+    fewer than without it."""
+    flags = ["--pair-probation", "10", "--expire-every", "5", "--pairs-until-log-odds", "0"]
+    completed = subprocess.run(
+        [SPAMSIFT, "evaluate", str(corpus_file), "--online", "--json", *flags],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    config = ModelConfig(pairs_until_log_odds=0).to_engine()
+    unbounded = evaluate_online(examples, corpus="x", config=config)
+
+    report = json.loads(completed.stdout)
+    assert report["expiry"] == {"max_tokens": None, "every": 5, "pair_probation": 10}
+    assert report["expired_tokens"] > 0
+    assert report["vocabulary"] < unbounded.vocabulary
+    assert (
+        "pairs on probation for 10 messages"
+        in subprocess.run(
+            [SPAMSIFT, "evaluate", str(corpus_file), "--online", *flags],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        ).stdout
+    )
 
 
 @pytest.mark.parametrize(
@@ -236,7 +269,12 @@ def test_the_online_command_measures_token_expiry(
             "argument --expire-every: must be at least 1, got 0",
         ),
         (["--max-tokens", "9"], "--max-tokens needs --online"),
-        (["--online", "--expire-every", "5"], "--expire-every needs --max-tokens"),
+        (["--pair-probation", "9"], "--pair-probation needs --online"),
+        (["--online", "--pair-probation", "0"], "argument --pair-probation: must be at least 1"),
+        (
+            ["--online", "--expire-every", "5"],
+            "--expire-every needs --max-tokens or --pair-probation",
+        ),
     ],
 )
 def test_token_expiry_flags_are_refused_clearly(

@@ -214,3 +214,51 @@ def test_a_maximum_below_one_token_is_refused_naming_the_option(runtime: Runtime
     with pytest.raises(InvalidConfig) as refused:
         update_model(runtime, name="default", changes={"max_tokens": 0})
     assert refused.value.field == "max_tokens"
+
+
+def test_the_servers_run_ends_pair_probation_once_a_model_has_grown(settings: Settings) -> None:
+    """A model with `pair_probation` is expired by the server's run once its tokens grew by
+    a tenth since the run first saw it (or last expired it): a server does not read every such
+    model every five minutes, and a restart does not read them all at once."""
+    trainer = Runtime(settings)
+    server = Runtime(settings)  # another process: it holds no model yet
+    try:
+        update_model(trainer, name="default", changes={"pair_probation": 4})
+        for n in range(6):
+            train(trainer, model_name="default", message=Message(text=spam_text(n)), label="spam")
+            train(trainer, model_name="default", message=Message(text=ham_text(n)), label="ham")
+        work = periodic_work(server)
+        before = table_figures(server.db)
+
+        for step in work:  # first sight: the model's size is noted, nothing read
+            step()
+        assert server.models.held("default") is None
+        assert table_figures(server.db) == before
+
+        for n in range(6, 12):  # more than a tenth more tokens
+            train(trainer, model_name="default", message=Message(text=spam_text(n)), label="spam")
+            train(trainer, model_name="default", message=Message(text=ham_text(n)), label="ham")
+        grown = table_figures(server.db)
+        for step in work:
+            step()
+        expired = table_figures(server.db)
+        assert expired["tokens"] < grown["tokens"]
+        assert expired["class_terms"] == expired["terms_in_rows"]
+
+        server.models.forget("default")  # as if evicted: a run that expired it would load it
+        for step in work:  # not grown since: the model is left alone
+            step()
+        assert server.models.held("default") is None
+        assert table_figures(server.db) == expired
+        assert expire_all(server)[0].removed == 0  # `spamsift expire`: nothing more to end
+    finally:
+        trainer.close()
+        server.close()
+
+
+def test_a_pair_probation_below_one_message_is_refused_naming_the_option(
+    runtime: Runtime,
+) -> None:
+    with pytest.raises(InvalidConfig) as refused:
+        update_model(runtime, name="default", changes={"pair_probation": 0})
+    assert refused.value.field == "pair_probation"
