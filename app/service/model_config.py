@@ -219,9 +219,9 @@ class ModelConfig(BaseModel):
         le=2**53,
     )
     # Most word pairs are counted in one message and never recur. Deleted once 2,000 newer
-    # messages have been trained without them, a model holds 0.35-0.62x the default's tokens
-    # at 0.97-1.08x its 1-ROCA on every stream measured (`python -m bench.lab.pair_budget`,
-    # docs/accuracy.md "Pair probation"); off by default, because it is not equal everywhere.
+    # messages have been trained, a model holds a median 0.57x the default's tokens at
+    # 0.97-1.18x its 1-ROCA (worst: trec07p-early in delivery order; `python -m
+    # bench.lab.pair_budget`, docs/accuracy.md "Pair probation"): off by default.
     pair_probation: int | None = option(
         None,
         scope=OptionScope.TRAINING,
