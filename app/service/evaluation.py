@@ -540,8 +540,16 @@ def _expire(
         recent = last_trained >= trained_at[-expiry.pair_probation]
         pairs = table.tokens.starting_with(FAMILY_PREFIXES["word_pairs"])
         chosen.append(token_ids[on_probation(docs, pairs, recent)])
-    expired = np.unique(np.concatenate(chosen))
-    counted = expired[(docs[:, expired] > 0).any(axis=0) | (terms[:, expired] > 0).any(axis=0)]
+    return delete_tokens(table, np.unique(np.concatenate(chosen)))
+
+
+def delete_tokens(table: CountTable, token_ids: IntArray) -> int:
+    """Delete tokens of a table as expiry does: their counts go, their terms leave the class
+    term totals, the class message counts stay. Return how many of them had a count."""
+    docs, terms = table.token_docs, table.token_terms
+    counted = token_ids[
+        (docs[:, token_ids] > 0).any(axis=0) | (terms[:, token_ids] > 0).any(axis=0)
+    ]
     if not counted.size:
         return 0
     n_classes = len(table.classes)

@@ -37,7 +37,13 @@ import numpy as np
 
 from app.bayes.counts import CountTable, IntArray
 from app.service import evaluation
-from app.service.evaluation import StreamExpiry, evaluate_online, stream_order, tokenize_corpus
+from app.service.evaluation import (
+    StreamExpiry,
+    delete_tokens,
+    evaluate_online,
+    stream_order,
+    tokenize_corpus,
+)
 from app.service.model_config import ModelConfig
 from app.text.core import resolve
 from bench.accuracy import SHUFFLE_SEED
@@ -110,21 +116,7 @@ def _expire_pairs(
         rates = docs[:, alive_pairs] / np.maximum(table.class_docs, 1).astype(np.float64)[:, None]
         spread = rates.max(axis=0) - rates.min(axis=0)
         order = np.lexsort((made[alive_pairs], spread, last_trained[alive_pairs]))
-    return _delete(table, np.sort(alive_pairs[order[:excess]]))
-
-
-def _delete(table: CountTable, counted: np.ndarray) -> int:
-    if not counted.size:
-        return 0
-    terms = table.token_terms
-    n_classes = len(table.classes)
-    lost_terms = terms[:, counted].sum(axis=1, dtype=np.int64)
-    zeros = np.zeros(counted.size * n_classes, dtype=np.int64)
-    table.set_counts(
-        np.repeat(counted, n_classes), np.tile(np.arange(n_classes), counted.size), zeros, zeros
-    )
-    table.set_class_totals(table.class_docs, table.class_terms - lost_terms)
-    return int(counted.size)
+    return delete_tokens(table, np.sort(alive_pairs[order[:excess]]))
 
 
 def main(argv: list[str] | None = None) -> int:

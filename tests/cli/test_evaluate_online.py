@@ -18,6 +18,7 @@ from app.service.corpus import LabelledMessage
 from app.service.evaluation import (
     CLASSES,
     Example,
+    StreamExpiry,
     evaluate_online,
     fnr_at_false_positives,
     ranking_measures,
@@ -201,6 +202,17 @@ def test_the_online_command_in_file_order_prints_a_table(corpus_file: Path) -> N
     assert "top-ranked errors" in completed.stdout
 
 
+def evaluate_online_command(corpus_file: Path, *flags: str) -> str:
+    """`spamsift evaluate CORPUS --online FLAGS...`'s standard output."""
+    return subprocess.run(
+        [SPAMSIFT, "evaluate", str(corpus_file), "--online", *flags],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+
+
 def test_the_online_command_measures_token_expiry(
     corpus_file: Path, examples: list[Example]
 ) -> None:
@@ -209,16 +221,9 @@ def test_the_online_command_measures_token_expiry(
     same stream without expiry ends with more."""
     every = 8  # 80 messages: expiry runs last after the 80th
     expiry = ["--max-tokens", "15", "--expire-every", str(every)]
-    completed = subprocess.run(
-        [SPAMSIFT, "evaluate", str(corpus_file), "--online", "--json", *expiry],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    report = json.loads(evaluate_online_command(corpus_file, "--json", *expiry))
     unbounded = evaluate_online(examples, corpus="x", config=ModelConfig().to_engine())
 
-    report = json.loads(completed.stdout)
     assert report["expiry"] == {"max_tokens": 15, "every": every, "pair_probation": None}
     assert report["vocabulary"] <= 15 < unbounded.vocabulary
     assert report["expired_tokens"] > 0
@@ -230,33 +235,21 @@ def test_the_online_command_measures_pair_probation(
     corpus_file: Path, examples: list[Example]
 ) -> None:
     """--pair-probation runs the server's expiry of a model with that option between the
-    messages: the stream ends with the tokens `score_stream` keeps under the same expiry,
-    fewer than without it."""
+    messages: the stream ends with the tokens the same stream keeps in process under the
+    same expiry, fewer than without it."""
     flags = ["--pair-probation", "10", "--expire-every", "5", "--pairs-until-log-odds", "0"]
-    completed = subprocess.run(
-        [SPAMSIFT, "evaluate", str(corpus_file), "--online", "--json", *flags],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
     config = ModelConfig(pairs_until_log_odds=0).to_engine()
+    expiry = StreamExpiry(max_tokens=None, every=5, pair_probation=10)
+
+    report = json.loads(evaluate_online_command(corpus_file, "--json", *flags))
+    in_process = evaluate_online(examples, corpus="x", config=config, expiry=expiry)
     unbounded = evaluate_online(examples, corpus="x", config=config)
 
-    report = json.loads(completed.stdout)
     assert report["expiry"] == {"max_tokens": None, "every": 5, "pair_probation": 10}
-    assert report["expired_tokens"] > 0
-    assert report["vocabulary"] < unbounded.vocabulary
-    assert (
-        "pairs on probation for 10 messages"
-        in subprocess.run(
-            [SPAMSIFT, "evaluate", str(corpus_file), "--online", *flags],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        ).stdout
-    )
+    assert report["expired_tokens"] == in_process.expired_tokens > 0
+    assert report["vocabulary"] == in_process.vocabulary < unbounded.vocabulary
+    printed = evaluate_online_command(corpus_file, *flags)
+    assert "token expiry: pairs on probation for 10 messages after every 5 messages" in printed
 
 
 @pytest.mark.parametrize(
