@@ -19,8 +19,9 @@ PostgreSQL, this process's CPU plus the server processes' CPU, read from /proc):
   the model's lock a writer's live copy is exact (`ModelWrite.begin` catches it up), so the
   new blob needs no read. The change feed: one `token_log` row per transaction with the ids of
   the existing tokens it changed; new tokens are the ids past the reader's own count;
-- **chunks**: token texts in their own table; counts in blobs of CHUNK tokens by id (docs and
-  terms per class, and the generation that last changed each token) behind a journal: a
+- **chunks** (and **chunks-64**, **chunks-16**): token texts in their own table; counts in
+  blobs of 256 token ids (64, 16) by id (docs and terms per class, and the generation that
+  last changed each token) behind a journal: a
   transaction appends one row holding its whole delta, and once the journal holds MERGE
   messages the writer folds it into the chunks it touches (read-modify-write under the
   model's lock) and empties it.
@@ -833,9 +834,12 @@ class CountRow(TokenRow):
 
 
 class Chunks(Layout):
-    """Token texts apart; counts in chunks of CHUNK ids behind a journal merged every MERGE."""
+    """Token texts apart; counts in chunks of `chunk_ids` ids behind a journal merged every
+    MERGE."""
 
     name = "chunks"
+    chunk_ids = CHUNK
+    cold_journal_bytes = 0  # of the cold reads' bytes, the journal's
     per_token = 2 * N_CLASSES + 1  # docs, terms per class, last generation
 
     @property
@@ -857,8 +861,8 @@ class Chunks(Layout):
 
     def transactions(self, corpus: Corpus, plan: list[Batch]) -> list[list[Op]]:
         result = []
-        n_chunks = len(corpus.texts) // CHUNK + 1
-        chunks = np.zeros((n_chunks, CHUNK, self.per_token), dtype="<i4")
+        n_chunks = len(corpus.texts) // self.chunk_ids + 1
+        chunks = np.zeros((n_chunks, self.chunk_ids, self.per_token), dtype="<i4")
         pending: list[Batch] = []
         pending_messages = 0
         for batch in plan:
@@ -897,7 +901,7 @@ class Chunks(Layout):
             else:  # fold the journal and this transaction into the chunks
                 touched: set[int] = set()
                 for folded in pending:
-                    chunk_of, slot = np.divmod(folded.token_ids, CHUNK)
+                    chunk_of, slot = np.divmod(folded.token_ids, self.chunk_ids)
                     chunks[chunk_of, slot, : 2 * N_CLASSES] += folded.delta.astype("<i4")
                     chunks[chunk_of, slot, 2 * N_CLASSES] = folded.generation
                     touched.update(chunk_of.tolist())
@@ -936,15 +940,18 @@ class Chunks(Layout):
             + self.in_texts("text"),
             (MODEL, self.texts_param(texts)),
         )
-        wanted = sorted({token_id // CHUNK for (token_id,) in found})
+        wanted = sorted({token_id // self.chunk_ids for (token_id,) in found})
         rows = fetch(
             conn,
             self.p("SELECT chunk, counts FROM count_chunks WHERE model_id = ? AND ")
             + self.in_ids("chunk"),
             (MODEL, self.ids_param(wanted)),
         )
-        rows += fetch(conn, self.p("SELECT delta FROM count_journal WHERE model_id = ?"), (MODEL,))
-        return row_bytes(found) + row_bytes(rows)
+        journal = fetch(
+            conn, self.p("SELECT delta FROM count_journal WHERE model_id = ?"), (MODEL,)
+        )
+        self.cold_journal_bytes += row_bytes(journal)
+        return row_bytes(found) + row_bytes(rows) + row_bytes(journal)
 
     def catch_up(self, conn: Any, since: int, held_tokens: int) -> int:
         rows = fetch(
@@ -969,20 +976,22 @@ class Chunks(Layout):
             conn, self.p("SELECT chunk, counts FROM count_chunks WHERE model_id = ?"), (MODEL,)
         )
         rows += fetch(conn, self.p("SELECT delta FROM count_journal WHERE model_id = ?"), (MODEL,))
-        return len(rows) * CHUNK
+        return len(rows) * self.chunk_ids
 
     def expire(self, conn: Any, token_ids: list[int]) -> None:
-        wanted = sorted({token_id // CHUNK for token_id in token_ids})
+        wanted = sorted({token_id // self.chunk_ids for token_id in token_ids})
         cursor = conn.cursor()
         cursor.execute(
             self.p("SELECT chunk, counts FROM count_chunks WHERE model_id = ? AND ")
             + self.in_ids("chunk"),
             (MODEL, self.ids_param(wanted)),
         )
-        chunks = {c: np.frombuffer(bytes(b), "<i4").reshape(CHUNK, -1).copy() for c, b in cursor}
+        chunks = {
+            c: np.frombuffer(bytes(b), "<i4").reshape(self.chunk_ids, -1).copy() for c, b in cursor
+        }
         ids = np.array(token_ids)
         for c in chunks:
-            chunks[c][ids[ids // CHUNK == c] % CHUNK] = 0
+            chunks[c][ids[ids // self.chunk_ids == c] % self.chunk_ids] = 0
         cursor.executemany(
             self.p("UPDATE count_chunks SET counts = ? WHERE model_id = ? AND chunk = ?"),
             [(blob.tobytes(), MODEL, c) for c, blob in chunks.items()],
@@ -996,6 +1005,19 @@ class Chunks(Layout):
                 ),
                 (MODEL, *chunk),
             )
+
+
+class SmallChunks(Chunks):
+    """Chunks of 16 ids: a cold read of a message's ~500 tokens reads about one chunk a token
+    instead of most of the model's chunks."""
+
+    name = "chunks-16"
+    chunk_ids = 16
+
+
+class MidChunks(Chunks):
+    name = "chunks-64"
+    chunk_ids = 64
 
 
 class LedgerOnly(Layout):
@@ -1055,6 +1077,8 @@ LAYOUTS: dict[str, type[Layout]] = {
     "token-row": TokenRow,
     "count-row": CountRow,
     "chunks": Chunks,
+    "chunks-64": MidChunks,
+    "chunks-16": SmallChunks,
     "ledger-only": LedgerOnly,
 }
 
@@ -1142,6 +1166,8 @@ def one_layout(
         server = (server_cpu(name_) - server) if kind == "postgresql" else 0.0
         report["cold_ms_cpu"] = (own_cpu() - started + server) / len(corpus.test) * 1000
         report["cold_bytes_read"] = read / len(corpus.test)
+        if isinstance(layout, Chunks):
+            report["cold_journal_bytes"] = layout.cold_journal_bytes / len(corpus.test)
         for behind in (1, 5):
             since = plan[-1].generation - behind
             held_tokens = plan[-behind].new_from
@@ -1215,6 +1241,7 @@ def bogofilter_rate(folder: Path) -> float | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    global MERGE
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--postgres", default=None, help="server URL (default: the env's)")
@@ -1222,6 +1249,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--kinds", default="sqlite,postgresql")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--limit", type=int, default=None, help="messages (a smoke test)")
+    parser.add_argument(
+        "--merge",
+        type=int,
+        default=MERGE,
+        help=f"chunks: messages the journal holds before it is folded (default {MERGE})",
+    )
     parser.add_argument(
         "--no-pairs", action="store_true", help="leave out word pairs (pair:a b) everywhere"
     )
@@ -1231,6 +1264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="store each word pair only from its second training message on",
     )
     args = parser.parse_args(argv)
+    MERGE = args.merge
     postgres = postgres_server_url(args.postgres)
     kinds = [k for k in args.kinds.split(",") if k == "sqlite" or postgres]
     corpus = tokenize()
