@@ -16,6 +16,11 @@ second pass (the first warms the database's pages and the process):
 
     python -m bench.many_models sqlite 300 --database sqlite:////tmp/many300.db
     python -m bench.lab.cold_read sqlite:////tmp/many300.db --models 300
+
+Then (SQLite) the statement of read_counts in parts, each run straight on sqlite3 (no
+SQLAlchemy, no Python around it; median over the models of the second pass): the message's
+texts alone (`json_each` of the JSON array sent), those texts found in `tokens` by (model,
+text), and the whole statement, their count rows joined too.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import sqlite3
 import statistics
 import time
 from collections import defaultdict
@@ -33,7 +39,7 @@ from app.config import Settings
 from app.live.held import LiveModel
 from app.service.messages import Message
 from app.service.runtime import Runtime
-from app.store.counts import read_message_counts
+from app.store.counts import _MESSAGE_ROWS_SQLITE, read_message_counts
 from app.store.models import find_model
 from bench import data
 from bench.many_models import model_names
@@ -93,7 +99,46 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'in all':12s} {sum(medians.values()):7.3f} ms")
     texts_sent, found, rows = (statistics.median(column) for column in zip(*sizes, strict=True))
     print(f"a message: {texts_sent:.0f} texts sent, {found:.0f} found, {rows:.0f} count rows")
-    print(json.dumps({"median_ms": medians, "models": len(names)}))
+    parts = statement_parts(args.database, names, texts) if "sqlite" in args.database else {}
+    for part, ms in parts.items():
+        print(f"statement: {part:24s} {ms:7.3f} ms")
+    print(json.dumps({"median_ms": medians, "statement_ms": parts, "models": len(names)}))
+
+
+# The statement of `read_message_counts` on SQLite, and its first parts.
+_TEXTS_ALONE = "SELECT m.key FROM json_each(:texts) AS m WHERE :model >= 0"
+_TEXTS_FOUND = (
+    "SELECT t.token_id, m.key FROM json_each(:texts) AS m CROSS JOIN tokens t "
+    "ON t.model_id = :model AND t.text = m.value"
+)
+
+
+def statement_parts(database: str, names: list[str], texts: list[list[str]]) -> dict[str, float]:
+    """Median ms of each part of the cold read's statement over the models (second pass)."""
+    connection = sqlite3.connect(database.removeprefix("sqlite:///"))
+    try:
+        ids = {
+            name: model_id for model_id, name in connection.execute("SELECT id, name FROM models")
+        }
+        parts = {
+            "texts alone": _TEXTS_ALONE,
+            "texts found in tokens": _TEXTS_FOUND,
+            "with their count rows": _MESSAGE_ROWS_SQLITE,
+        }
+        found: dict[str, float] = {}
+        for part, statement in parts.items():
+            seconds: list[float] = []
+            for run in range(PASSES):
+                for i, name in enumerate(names):
+                    sent = json.dumps(list(dict.fromkeys(texts[i % len(texts)])))
+                    started = time.perf_counter()
+                    connection.execute(statement, {"model": ids[name], "texts": sent}).fetchall()
+                    if run == PASSES - 1:
+                        seconds.append(time.perf_counter() - started)
+            found[part] = statistics.median(seconds) * 1000
+        return found
+    finally:
+        connection.close()
 
 
 if __name__ == "__main__":
