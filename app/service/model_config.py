@@ -229,7 +229,7 @@ class ModelConfig(BaseModel):
         "once this many newer messages have been trained (`null`: pairs are kept); counted "
         "in the messages the ledger remembers",
         ge=1,
-        le=10_000_000,
+        le=1_000_000,  # the keys of that many ledger entries are read at once (64 MB)
     )
     # SPAMSIFT_MIN_LEARNS is 200, as SpamAssassin and rspamd.
     min_learns: int | None = option(

@@ -182,16 +182,24 @@ def trained_beyond(conn: Connection, model_id: int, *, keep: int, limit: int) ->
 
 def newest_trained_token_ids(conn: Connection, model_id: int, *, messages: int) -> IntArray | None:
     """The ids of the tokens the model's `messages` newest trained messages added (by training
-    time, then key), ascending; None where the ledger holds fewer messages than that."""
-    rows = conn.execute(
-        select(trained_messages.c.token_ids)
-        .where(trained_messages.c.model_id == model_id)
-        .order_by(trained_messages.c.trained_at.desc(), trained_messages.c.message_key.desc())
-        .limit(messages)
-    ).all()
-    if len(rows) < messages:
+    time, then key), ascending; None where the ledger holds fewer messages than that.
+
+    The newest are found by their keys alone (a sort of small rows), then their token ids
+    read LOOKUP_CHUNK messages at a time: what is held at once is one chunk's ids and the
+    distinct ids found so far, whatever `messages` is."""
+    if count_trained(conn, model_id) < messages:
         return None
-    return np.unique(np.concatenate([unpack(row.token_ids) for row in rows]))
+    keys = trained_beyond(conn, model_id, keep=0, limit=messages)
+    found = np.zeros(0, dtype=np.int64)
+    for start in range(0, len(keys), LOOKUP_CHUNK):
+        blobs = conn.execute(
+            select(trained_messages.c.token_ids).where(
+                trained_messages.c.model_id == model_id,
+                trained_messages.c.message_key.in_(keys[start : start + LOOKUP_CHUNK]),
+            )
+        ).scalars()
+        found = np.union1d(found, np.concatenate([unpack(blob) for blob in blobs] or [found]))
+    return found
 
 
 def count_trained(conn: Connection, model_id: int) -> int:
