@@ -2,10 +2,11 @@
 
 A model keeps at most `max_tokens` tokens (its own option, else the server's
 `max_tokens_per_model`, else no maximum: `max_tokens_of`): expiry deletes first every token
-whose counts all
-fell to zero, then, past `max_tokens`, the tokens least recently seen (the generation of the
-last write that changed their counts), the least informative first among those seen equally
-long ago (the rule: `app.bayes.expiry`).
+whose counts all fell to zero, then, past `max_tokens`, the tokens least recently seen (the
+generation of the last write that changed their counts), the least informative first among
+those seen equally long ago. A model with `pair_probation` K also loses its word pairs
+counted in one trained message that none of its K newest messages (the ledger's) trained.
+The rules: `app.bayes.expiry`.
 
 The tokens to delete are chosen from a read of the model (no lock held), then deleted in
 chunks of EXPIRY_CHUNK_TOKENS, each chunk one short write to the model (`ModelWrite`), like
