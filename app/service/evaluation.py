@@ -492,7 +492,10 @@ def score_stream(
             trained_at.append(position)
             trained += 1
         if expiry is not None and (position + 1) % expiry.every == 0:
-            expired += _expire(table, last_trained, made, expiry, trained_at)
+            pairs = FAMILY_PREFIXES["word_pairs"]
+            if expiry.pair_probation is not None and pairs not in prefixed:
+                prefixed[pairs] = table.tokens.starting_with(pairs)
+            expired += _expire(table, last_trained, made, expiry, trained_at, prefixed.get(pairs))
     stored = int((table.token_docs.sum(axis=0) > 0).sum()) if table.n_tokens else 0
     return ScoredStream(scores, verdicts, trained, classifier.vocabulary_size, stored, expired)
 
@@ -521,11 +524,13 @@ def _expire(
     made: IntArray,
     expiry: StreamExpiry,
     trained_at: Sequence[int],
+    pairs: NDArray[np.bool_] | None,
 ) -> int:
     """Delete, as the service's expiry does, the tokens its rules choose: their counts go,
     their terms leave the class term totals, the class message counts stay. Return how many
     tokens with a count went (the stream's tokens are interned up front, so every token not
-    trained yet is a "dead" one, with nothing to delete)."""
+    trained yet is a "dead" one, with nothing to delete, and `pairs`, which are word pairs,
+    is made once for the stream)."""
     docs, terms = table.token_docs, table.token_terms
     token_ids = np.arange(table.n_tokens, dtype=np.int64)
     chosen = [np.zeros(0, dtype=np.int64)]
@@ -538,7 +543,7 @@ def _expire(
     if expiry.pair_probation is not None and len(trained_at) > expiry.pair_probation:
         # A token trained by one of the pair_probation newest trained messages is recent.
         recent = last_trained >= trained_at[-expiry.pair_probation]
-        pairs = table.tokens.starting_with(FAMILY_PREFIXES["word_pairs"])
+        assert pairs is not None
         chosen.append(token_ids[on_probation(docs, pairs, recent)])
     return delete_tokens(table, np.unique(np.concatenate(chosen)))
 

@@ -87,6 +87,7 @@ def _expire_pairs(
     made: IntArray,
     _expiry: StreamExpiry,
     _trained_at: Sequence[int],
+    _pairs: np.ndarray | None,
 ) -> int:
     """`evaluation._expire`'s place during a budget run: delete pairs past the budget."""
     assert _budget is not None
