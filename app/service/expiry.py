@@ -1,12 +1,12 @@
 """Use case: token expiry, so that a model's database rows stop growing with its mail.
 
 A model keeps at most `max_tokens` tokens (its own option, else the server's
-`max_tokens_per_model`, else no maximum: `max_tokens_of`): expiry deletes first every token
-whose counts all fell to zero, then, past `max_tokens`, the tokens least recently seen (the
-generation of the last write that changed their counts), the least informative first among
-those seen equally long ago. A model with `pair_probation` K also loses its word pairs
-counted in one trained message that none of its K newest messages (the ledger's) trained.
-The rules: `app.bayes.expiry`.
+`max_tokens_per_model`, else no maximum: `ModelConfig.max_tokens_within`): expiry deletes
+first every token whose counts all fell to zero, then, past `max_tokens`, the tokens least
+recently seen (the generation of the last write that changed their counts), the least
+informative first among those seen equally long ago. A model with `pair_probation` K also
+loses its word pairs counted in one trained message that none of its K newest messages (the
+ledger's) trained. The rules: `app.bayes.expiry`.
 
 The tokens to delete are chosen from a read of the model (no lock held), then deleted in
 chunks of EXPIRY_CHUNK_TOKENS, each chunk one short write to the model (`ModelWrite`), like
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 import numpy as np
 
@@ -37,7 +36,7 @@ from app.errors import InvalidInput
 from app.live.held import LiveModel
 from app.live.records import PRUNE_CHUNK_ROWS
 from app.live.write import ModelWrite, write_model
-from app.service.model_config import max_tokens_of, parse_config
+from app.service.model_config import ModelConfig, parse_config
 from app.service.runtime import Runtime
 from app.store import Connection
 from app.store.counts import changed_since, read_class_totals, read_token_ages
@@ -68,16 +67,16 @@ NO_MAXIMUM = 2**62
 
 
 def expire_tokens(rt: Runtime, *, model_name: str, max_tokens: int | None = None) -> ExpiryResult:
-    """Keep at most `max_tokens` tokens in the model (None: its own maximum, `max_tokens_of`;
+    """Keep at most `max_tokens` tokens in the model (None: its own maximum, `max_tokens_within`;
     only its dead tokens where it has none); delete dead tokens in any case, and the word
     pairs its `pair_probation` ends."""
     if max_tokens is not None and max_tokens < 0:
         raise InvalidInput(f"max_tokens must be >= 0, got {max_tokens}")
 
     def expire(live: LiveModel) -> ExpiryResult:
-        limit = max_tokens if max_tokens is not None else _maximum(rt, live.options, live.classes)
-        probation = parse_config(live.options, classes=live.classes).pair_probation
-        return _expire(rt, live, NO_MAXIMUM if limit is None else limit, probation)
+        config = parse_config(live.options, classes=live.classes)
+        limit = max_tokens if max_tokens is not None else _maximum(rt, config)
+        return _expire(rt, live, NO_MAXIMUM if limit is None else limit, config.pair_probation)
 
     return rt.models.use(model_name, expire)
 
@@ -90,7 +89,7 @@ def expire_all(
     left: dict[int, int] | None = None,
 ) -> list[ExpiryResult]:
     """Expire every model (`spamsift expire`) to `max_tokens`, or (None) each to its own
-    maximum (`max_tokens_of`), and end its `pair_probation`. With `over_maximum_only` (the
+    maximum (`max_tokens_within`), and end its `pair_probation`. With `over_maximum_only` (the
     server's run every five minutes), only the models whose trained tokens are past their
     maximum, as their rows count them, and those with a `pair_probation` whose tokens grew
     by PROBATION_GROWTH since their last expiry in this process, or since this process first
@@ -101,11 +100,12 @@ def expire_all(
     left = {} if left is None else left
     results = []
     for row in rt.db.run(list_models, write=False):
-        limit = max_tokens if max_tokens is not None else _maximum(rt, row.config, row.classes)
+        config = parse_config(row.config, classes=row.classes)
+        limit = max_tokens if max_tokens is not None else _maximum(rt, config)
         if over_maximum_only:
             over = limit is not None and row.vocabulary > limit
             grown = False
-            if parse_config(row.config, classes=row.classes).pair_probation is not None:
+            if config.pair_probation is not None:
                 baseline = left.setdefault(row.id, row.vocabulary)  # first seen: from now on
                 grown = row.vocabulary > (1 + PROBATION_GROWTH) * baseline
             if not (over or grown):
@@ -118,8 +118,8 @@ def expire_all(
     return results
 
 
-def _maximum(rt: Runtime, options: dict[str, Any], classes: tuple[str, ...]) -> int | None:
-    return max_tokens_of(options, classes, server=rt.settings.max_tokens_per_model)
+def _maximum(rt: Runtime, config: ModelConfig) -> int | None:
+    return config.max_tokens_within(rt.settings.max_tokens_per_model)
 
 
 @dataclass(frozen=True)

@@ -259,6 +259,11 @@ class ModelConfig(BaseModel):
             )
         return self
 
+    def max_tokens_within(self, server: int) -> int | None:
+        """The tokens this model keeps at most: its own `max_tokens`, else the server's
+        maximum `server` (0: none); None for no maximum."""
+        return self.max_tokens or server or None
+
     def token_families(self) -> frozenset[Family]:
         """The derived token families that are on: made, stored and scored."""
         return frozenset(family for family in FAMILIES if getattr(self, family))
@@ -344,7 +349,7 @@ def max_tokens_of(options: dict[str, Any], classes: tuple[str, ...], *, server: 
     """The tokens a model of stored `options` keeps at most: its own `max_tokens`, else the
     server's maximum `server` (0: none); None for no maximum. What token expiry keeps and
     what bounds a write's growth."""
-    return parse_config(options, classes=classes).max_tokens or server or None
+    return parse_config(options, classes=classes).max_tokens_within(server)
 
 
 def check_classes(classes: list[str]) -> tuple[str, ...]:
