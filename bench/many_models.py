@@ -35,7 +35,7 @@ from app.service.training import train_batch
 from app.store.engine import Database
 from app.store.migrate import upgrade_schema
 from app.store.models import list_models as store_list_models
-from app.store.tables import class_totals, token_counts, tokens, trained_messages
+from app.store.tables import class_totals, count_chunks, count_journal, tokens, trained_messages
 from app.store.tables import models as models_table
 from bench import data
 from bench.databases import database_bytes, fresh_database
@@ -139,7 +139,7 @@ def clone_models(url: str, *, n_models: int, sources: int, per_round: int = 250)
                     "FROM pairs p JOIN models s ON s.name = p.source "
                     "JOIN models t ON t.name = p.target"
                 )
-                for table in (class_totals, tokens, token_counts, trained_messages):
+                for table in (class_totals, tokens, count_chunks, count_journal, trained_messages):
                     rest = [c.name for c in table.columns if c.name != "model_id"]
                     listed = ", ".join(rest)
                     conn.exec_driver_sql(

@@ -65,7 +65,7 @@ def build_model(url: str, n_tokens: int, seed: int = 0) -> float:
                 docs = rng.integers(1, 6, token_ids.size)
                 terms = docs + rng.integers(0, 3, token_ids.size)
                 delta = CountDelta(token_ids[order], classes[order], docs[order], terms[order])
-                add_token_counts(conn, model.id, delta, generation=generation)
+                add_token_counts(conn, model.id, delta, generation=generation, n_classes=2)
                 terms_total[0] += int(terms[classes == 0].sum())
                 terms_total[1] += int(terms[classes == 1].sum())
                 row.save(conn)

@@ -53,7 +53,7 @@ def measure(url: str, messages: Sequence[LabelledMessage], batch: int) -> dict[s
     runtime.close()
     with db.transaction() as conn:
         distinct = conn.execute(text("SELECT count(*) FROM tokens")).scalar_one()
-        cells = conn.execute(text("SELECT count(*) FROM token_counts")).scalar_one()
+        chunks = conn.execute(text("SELECT count(*) FROM count_chunks")).scalar_one()
     db.vacuum()  # SQLite: the file without free pages; PostgreSQL: dead rows gone
     if db.is_sqlite:
         with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as raw:
@@ -64,7 +64,7 @@ def measure(url: str, messages: Sequence[LabelledMessage], batch: int) -> dict[s
         "database": "sqlite" if url.startswith("sqlite") else "postgresql",
         "messages": len(messages),
         "distinct_tokens": distinct,
-        "count_rows": cells,
+        "count_chunks": chunks,
         "data_bytes": data,
         "bytes_per_message": round(data / len(messages)),
         "bytes_per_token": round(data / distinct),
@@ -99,13 +99,13 @@ def main() -> None:
     corpus = corpora / args.corpus / "messages.jsonl.gz"
     results = run(corpus, messages=args.messages, batch=args.batch, postgres=args.postgres)
     print(
-        f"{'database':<11} {'messages':>8} {'tokens':>8} {'rows':>8} {'bytes':>12} "
+        f"{'database':<11} {'messages':>8} {'tokens':>8} {'chunks':>8} {'bytes':>12} "
         f"{'B/message':>9} {'B/token':>8} {'train msg/s':>11}"
     )
     for r in results:
         print(
             f"{r['database']:<11} {r['messages']:>8} {r['distinct_tokens']:>8} "
-            f"{r['count_rows']:>8} {r['data_bytes']:>12} {r['bytes_per_message']:>9} "
+            f"{r['count_chunks']:>8} {r['data_bytes']:>12} {r['bytes_per_message']:>9} "
             f"{r['bytes_per_token']:>8} {r['train_messages_per_second']:>11}"
         )
     args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -10,8 +10,10 @@ from datetime import UTC, datetime
 from email.utils import format_datetime
 from typing import Any
 
+import numpy as np
 from fastapi.testclient import TestClient
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, inspect, select
+from sqlalchemy import text as sql
 
 from app.service.messages import Message
 from app.service.runtime import Runtime
@@ -20,6 +22,7 @@ from app.store.counts import CountChanges, TokenAges, read_changes, read_token_a
 from app.store.engine import Database
 from app.store.ledger import unpack
 from app.store.tables import models, trained_messages
+from app.token_texts import EncodedTexts
 
 SPAM_WORDS = [
     "viagra", "casino", "lottery", "winner", "prize", "bitcoin", "investment", "guaranteed",
@@ -159,7 +162,46 @@ def _contents(conn: Connection, model: str) -> CountChanges:
     model_id, classes = conn.execute(
         select(models.c.id, models.c.classes).where(models.c.name == model)
     ).one()
+    if "count_chunks" not in inspect(conn).get_table_names():
+        return _rows_before_chunks(conn, model_id, len(classes))
     return read_changes(conn, model_id, since_generation=-1, generation=0, n_classes=len(classes))
+
+
+def _rows_before_chunks(conn: Connection, model_id: int, n_classes: int) -> CountChanges:
+    """A model of a database before schema revision 0009 (a `token_counts` row per token and
+    class), as the store reads one today: the count cells that hold a count."""
+    tokens = conn.execute(
+        sql("SELECT token_id, text FROM tokens WHERE model_id = :m ORDER BY token_id"),
+        {"m": model_id},
+    ).all()
+    counts = np.array(
+        conn.execute(
+            sql(
+                "SELECT token_id, class_index, docs, terms FROM token_counts "
+                "WHERE model_id = :m AND (docs <> 0 OR terms <> 0) ORDER BY token_id, class_index"
+            ),
+            {"m": model_id},
+        ).all(),
+        dtype=np.int64,
+    ).reshape(-1, 4)
+    totals = {
+        index: (docs, terms)
+        for index, docs, terms in conn.execute(
+            sql("SELECT class_index, docs, terms FROM class_totals WHERE model_id = :m"),
+            {"m": model_id},
+        )
+    }
+    return CountChanges(
+        generation=0,
+        token_ids=np.array([row[0] for row in tokens], dtype=np.int64),
+        token_texts=EncodedTexts.from_strings([row[1] for row in tokens]),
+        count_token_ids=counts[:, 0].copy(),
+        count_class_indices=counts[:, 1].copy(),
+        count_docs=counts[:, 2].copy(),
+        count_terms=counts[:, 3].copy(),
+        class_docs=np.array([totals.get(i, (0, 0))[0] for i in range(n_classes)], np.int64),
+        class_terms=np.array([totals.get(i, (0, 0))[1] for i in range(n_classes)], np.int64),
+    )
 
 
 def texts_of(contents: CountChanges) -> dict[int, str]:
@@ -168,11 +210,14 @@ def texts_of(contents: CountChanges) -> dict[int, str]:
 
 
 def token_ages(target: TestClient | Runtime | Database, model: str = "default") -> TokenAges:
-    """Every count row of a model with the generation that last changed it (as expiry reads)."""
+    """Every counted token's cells with the generation that last changed it (as expiry
+    reads)."""
     db = database_of(target)
     with db.transaction(write=False) as conn:
-        model_id = conn.execute(select(models.c.id).where(models.c.name == model)).scalar_one()
-        return read_token_ages(conn, model_id)
+        model_id, classes = conn.execute(
+            select(models.c.id, models.c.classes).where(models.c.name == model)
+        ).one()
+        return read_token_ages(conn, model_id, len(classes))
 
 
 def cells_of(contents: CountChanges) -> dict[tuple[int, int], tuple[int, int]]:

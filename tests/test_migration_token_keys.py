@@ -17,6 +17,9 @@ from tests.builders import train_examples
 
 REVISION = "0006"
 BEFORE = "0005"
+# The newest revision with `token_counts` (0009 packs the counts into chunks): the rows are
+# compared there.
+COUNT_ROWS = "0008"
 TOKEN_TABLES = ("tokens", "token_counts")
 
 
@@ -59,7 +62,7 @@ def token_rows(rt: Runtime) -> dict[str, list[tuple[Any, ...]]]:
 def test_upgrading_to_0006_drops_the_token_tables_keys_and_downgrading_restores_them(
     rt: Runtime,
 ) -> None:
-    train_examples(rt, 5, 5)
+    train_examples(rt, 5, 5)  # at the newest revision; the downgrade writes the count rows
     downgrade_schema(rt.db, BEFORE)
     assert foreign_keys(rt) == {"tokens": ["models"], "token_counts": ["models"]}
     before = token_rows(rt)
@@ -78,14 +81,15 @@ def test_upgrading_to_0006_drops_the_token_tables_keys_and_downgrading_restores_
             text("INSERT INTO tokens SELECT model_id, token_id + 1000, text, 0 FROM tokens")
         )
     # Training works on the new tables (at the newest revision: today's code writes the
-    # columns later revisions added to other tables).
+    # columns later revisions added to other tables, and the counts' chunks).
     upgrade_schema(rt.db)
     train_examples(rt, 2, 2)
+    downgrade_schema(rt.db, COUNT_ROWS)
     after_training = token_rows(rt)
 
     downgrade_schema(rt.db, BEFORE)
 
     assert foreign_keys(rt) == {"tokens": ["models"], "token_counts": ["models"]}
     assert token_rows(rt) == after_training
-    upgrade_schema(rt.db)
+    upgrade_schema(rt.db, COUNT_ROWS)
     assert token_rows(rt) == after_training

@@ -112,7 +112,7 @@ class KeptTotals:
                 self._models.move_to_end(key)
         if kept is not None and kept[0] == row.generation:
             return kept[1]
-        token_ids, class_indices, docs, terms = read_all_counts(conn, row.id)
+        token_ids, class_indices, docs, terms = read_all_counts(conn, row.id, len(row.classes))
         n_tokens = int(token_ids.max()) + 1 if token_ids.size else 0
         token_docs = np.zeros((len(row.classes), n_tokens), dtype=np.int64)
         token_terms = np.zeros((len(row.classes), n_tokens), dtype=np.int64)

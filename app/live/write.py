@@ -31,6 +31,7 @@ from app.errors import TooManyNewTokens
 from app.live.held import LiveModel
 from app.live.models import LiveModels
 from app.store.attributes import add_attribute_sums
+from app.store.chunks import NegativeCount
 from app.store.counts import (
     CountDelta,
     add_class_totals,
@@ -254,7 +255,13 @@ class ModelWrite:
             docs = self.live.table.token_docs[:, token_ids]
             terms = self.live.table.token_terms[:, token_ids]
         self._changes.class_terms -= terms.sum(axis=1)
-        delete_tokens(self.conn, self.live.id, sorted(token_ids.tolist()))
+        delete_tokens(
+            self.conn,
+            self.live.id,
+            token_ids.tolist(),
+            generation=self.generation,
+            n_classes=len(self.classes),
+        )
         trained = int(np.count_nonzero(docs.sum(axis=0)))
         self.row.add_vocabulary(-trained)
         self.row.bump_epoch()
@@ -278,12 +285,13 @@ class ModelWrite:
         """Write the gathered changes (once); return them as the sorted delta stored."""
         if self._stored is None:
             delta = self._changes.delta()
+            vocabulary_change = self._vocabulary_change(delta)  # refuses a negative count
             add_token_counts(
                 self.conn,
                 self.live.id,
                 delta,
                 generation=self.generation,
-                new_from=int(self._new_ids[0][0]) if self._new_ids else None,
+                n_classes=len(self.classes),
             )
             add_class_totals(
                 self.conn,
@@ -291,7 +299,7 @@ class ModelWrite:
                 class_docs=self._changes.class_docs.tolist(),
                 class_terms=self._changes.class_terms.tolist(),
             )
-            self.row.add_vocabulary(self._vocabulary_change(delta))
+            self.row.add_vocabulary(vocabulary_change)
             self._attribute_deltas = {key: t.delta() for key, t in self._attributes.items()}
             with self.live.lock:  # caught up under the row lock: the stored values
                 current = self.live.attributes.copy() if self._attribute_deltas else None
@@ -309,11 +317,24 @@ class ModelWrite:
 
     def _vocabulary_change(self, delta: CountDelta) -> int:
         """Tokens this delta brings into (+) or drops out of (-) the trained vocabulary.
+        NegativeCount, before anything is stored, when it would drive a count below zero (a
+        journal row is not checked by the database: this is where a count is known).
 
         Exact: the live copy was caught up to the previous generation under the model's lock.
         """
         if not delta.token_ids.size:
             return 0
+        with self.live.lock:
+            held = delta.token_ids < self.live.table.n_tokens
+            cells = (delta.class_indices[held], delta.token_ids[held])
+            docs_before = self.live.table.token_docs[cells]
+            terms_before = self.live.table.token_terms[cells]
+        if (
+            (docs_before + delta.docs[held]).min(initial=0) < 0
+            or (terms_before + delta.terms[held]).min(initial=0) < 0
+            or (~held & ((delta.docs < 0) | (delta.terms < 0))).any()
+        ):
+            raise NegativeCount("a write would drive a token count below zero")
         token_ids, position = np.unique(delta.token_ids, return_inverse=True)
         added = np.zeros(token_ids.size, dtype=np.int64)
         np.add.at(added, position, delta.docs)

@@ -171,7 +171,9 @@ def _expire(
         chunk = chosen[start : start + EXPIRY_CHUNK_TOKENS]
 
         def work(write: ModelWrite, chunk: np.ndarray = chunk) -> tuple[int, int]:
-            seen = changed_since(write.conn, write.model_id, chunk.tolist(), generation)
+            seen = changed_since(
+                write.conn, write.model_id, chunk.tolist(), generation, len(write.classes)
+            )
             going = np.setdiff1d(chunk, seen, assume_unique=True)
             return int(going.size), write.remove_tokens(going)
 
@@ -190,7 +192,7 @@ def _choose(
     """Return the token ids to delete (sorted), how many tokens remain, and the model's
     generation they were chosen at."""
     generation = find_model(conn, live.name).generation
-    ages = read_token_ages(conn, live.id)
+    ages = read_token_ages(conn, live.id, len(live.classes))
     n_classes = len(live.classes)
     token_ids, position = np.unique(ages.token_ids, return_inverse=True)
     docs = np.zeros((n_classes, token_ids.size), dtype=np.int64)

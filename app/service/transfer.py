@@ -193,7 +193,7 @@ class _Importer:
         if not self.ended:
             raise InvalidInput("the export ends early (no end line): nothing was imported")
         for name in self.summary.models:  # the running totals an export does not carry
-            store_models.recount_vocabulary(conn, store_models.find_model(conn, name).id)
+            store_models.recount_vocabulary(conn, store_models.find_model(conn, name))
         for name, old_id in self.backed_by_replaced.items():
             repoint_backing(conn, old_id, store_models.find_model(conn, name).id)
         for name, relation in self.relations.items():

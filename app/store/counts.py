@@ -1,9 +1,11 @@
-"""Token ids, token counts and class totals: moved only by atomic SQL increments.
+"""Token ids, token counts and class totals.
 
-Every change is an upsert adding a delta (`docs = docs + excluded.docs`), never a read, an
-addition in Python and a write back, so concurrent writers cannot lose an increment. Rows are
-written in (token_id, class_index) order so two transactions never lock shared rows in
-opposite orders.
+Class totals move by atomic SQL increments. Token counts are kept in packed chunks behind a
+journal (`app.store.chunks`): a write appends its delta to the journal, and folds the journal
+into the chunks it touches once it is long enough; both happen under the model's row lock
+(`app.store.models.lock_model_row`), which every writer of a model takes first, so a fold's
+read-modify-write of a chunk cannot lose another writer's change. Readers add the journal to
+what the chunks hold, in their one snapshot.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import astuple, dataclass
-from itertools import chain, repeat
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -20,7 +22,22 @@ from numpy.typing import NDArray
 from sqlalchemy import Connection, bindparam, delete, or_, select, update
 from sqlalchemy.exc import DBAPIError
 
-from app.store.tables import class_totals, token_counts, tokens
+from app.store.chunks import (
+    CHUNK_IDS,
+    JOURNAL_CELLS,
+    NegativeCount,
+    TokenEntries,
+    cell_entries,
+    chunk_of,
+    entry_width,
+    fold,
+    journal_entries,
+    pack_delta,
+    unpack_chunks,
+    unpack_entries,
+    without,
+)
+from app.store.tables import class_totals, count_chunks, count_journal, tokens
 from app.token_texts import EncodedTexts
 
 IntArray = NDArray[np.int64]
@@ -56,12 +73,9 @@ class CountChanges:
     class_terms: IntArray
 
 
-# Bulk writes go to the driver as plain SQL: SQLAlchemy's per-row parameter processing cost
-# more than the database's work (28 % of batch training). SQLite, in process, takes
-# executemany. PostgreSQL gets new tokens by COPY straight into their table (they are new:
-# nothing to resolve), and count changes by a binary COPY into a temporary table, then one
-# INSERT ... SELECT ... ON CONFLICT: 1.3-2x faster than one statement over unnest(arrays)
-# (docs/performance.md, "Training's SQL").
+# New tokens go to the driver as plain SQL: SQLAlchemy's per-row parameter processing cost
+# more than the database's work. SQLite, in process, takes executemany; PostgreSQL gets them
+# by COPY straight into their table (they are new: nothing to resolve).
 _INSERT_TOKENS_SQLITE = (
     f"INSERT INTO {tokens.name} (model_id, token_id, text, generation) VALUES (?, ?, ?, ?)"
 )
@@ -71,41 +85,45 @@ _COPY_TOKENS_POSTGRESQL = f"COPY {tokens.name} (model_id, token_id, text, genera
 # in a text is escaped (the tokenizer seldom makes one: all the texts are searched at once first).
 _COPY_SPECIAL = re.compile(r"[\\\t\n\r]")
 _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
-_COUNT_CHANGES = "spamsift_count_changes"  # one per session, emptied at every commit
-_FIND_COUNT_CHANGES = f"SELECT to_regclass('pg_temp.{_COUNT_CHANGES}') IS NOT NULL"
-_CREATE_COUNT_CHANGES = (
-    f"CREATE TEMPORARY TABLE {_COUNT_CHANGES} (token_id bigint, "
-    "class_index smallint, docs bigint, terms bigint) ON COMMIT DELETE ROWS"
+
+# The statements on chunks and the journal, written with `?` (PostgreSQL's `%s` by `_sql`).
+_JOURNAL_SIZES = f"SELECT generation, cells FROM {count_journal.name} WHERE model_id = ?"
+_JOURNAL_ROWS = (
+    f"SELECT generation, delta FROM {count_journal.name} WHERE model_id = ? ORDER BY generation"
 )
-# Emptied before use too: a transaction may add counts twice (each COPY must stand alone).
-_EMPTY_COUNT_CHANGES = f"TRUNCATE {_COUNT_CHANGES}"
-_COPY_COUNT_CHANGES = f"COPY {_COUNT_CHANGES} FROM STDIN (FORMAT BINARY)"
-# The count rows of tokens new in this transaction have no row to add to: COPY straight into
-# the table (PostgreSQL), a plain INSERT (SQLite).
-_COPY_NEW_COUNTS = (
-    f"COPY {token_counts.name} (model_id, token_id, class_index, docs, terms, generation) "
-    "FROM STDIN (FORMAT BINARY)"
+_JOURNAL_APPEND = (
+    f"INSERT INTO {count_journal.name} (model_id, generation, cells, delta) VALUES (?, ?, ?, ?)"
 )
-_INSERT_COUNTS_SQLITE = (
-    f"INSERT INTO {token_counts.name} (model_id, token_id, class_index, docs, terms, generation) "
-    "VALUES (?, ?, ?, ?, ?, ?)"
+_JOURNAL_EMPTY = f"DELETE FROM {count_journal.name} WHERE model_id = ?"
+_CHUNKS_SINCE = (
+    f"SELECT chunk, counts FROM {count_chunks.name} WHERE model_id = ? AND generation > ?"
 )
-_BINARY_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, no extension
-_BINARY_COPY_TRAILER = b"\xff\xff"
-_UPSERT_COUNTS = (
-    "ON CONFLICT (model_id, token_id, class_index) DO UPDATE SET "
-    f"docs = {token_counts.name}.docs + excluded.docs, "
-    f"terms = {token_counts.name}.terms + excluded.terms, generation = excluded.generation"
+_CHUNKS_IN_RANGE = (
+    f"SELECT chunk, counts FROM {count_chunks.name} "
+    "WHERE model_id = ? AND chunk >= ? AND chunk < ? ORDER BY chunk"
 )
-_ADD_COUNTS_SQLITE = (
-    f"INSERT INTO {token_counts.name} (model_id, token_id, class_index, docs, terms, generation) "
-    f"VALUES (?, ?, ?, ?, ?, ?) {_UPSERT_COUNTS}"
+_CHUNKS_ALL = f"SELECT chunk, counts FROM {count_chunks.name} WHERE model_id = ? ORDER BY chunk"
+# Chunks by number, each one probe of the primary key whatever the statistics say (see the
+# message read below for why PostgreSQL's is LATERAL).
+_CHUNKS_BY_NUMBER_SQLITE = (
+    f"SELECT c.chunk, c.counts FROM json_each(?) AS w CROSS JOIN {count_chunks.name} c "
+    "ON c.model_id = ? AND c.chunk = w.value"
 )
-_ADD_COUNTS_POSTGRESQL = (
-    f"INSERT INTO {token_counts.name} (model_id, token_id, class_index, docs, terms, generation) "
-    f"SELECT %s, token_id, class_index, docs, terms, %s FROM {_COUNT_CHANGES} "
-    f"ORDER BY token_id, class_index {_UPSERT_COUNTS}"
+_CHUNKS_BY_NUMBER_POSTGRESQL = (
+    "SELECT c.chunk, c.counts FROM unnest(%s::bigint[]) AS w(chunk) CROSS JOIN LATERAL "
+    f"(SELECT chunk, counts FROM {count_chunks.name} WHERE model_id = %s AND chunk = w.chunk "
+    "OFFSET 0) c"
 )
+_CHUNKS_WRITE = (
+    f"INSERT INTO {count_chunks.name} (model_id, chunk, generation, counts) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (model_id, chunk) DO UPDATE SET generation = excluded.generation, "
+    "counts = excluded.counts"
+)
+_CHUNKS_DELETE = f"DELETE FROM {count_chunks.name} WHERE model_id = ? AND chunk = ?"
+
+
+def _sql(conn: Connection, statement: str) -> str:
+    return statement.replace("?", "%s") if conn.dialect.name == "postgresql" else statement
 
 
 def _copy(conn: Connection, sql: str, data: bytes) -> None:
@@ -134,28 +152,6 @@ def _copy(conn: Connection, sql: str, data: bytes) -> None:
         ) from error
 
 
-def _binary_rows(rows: int, columns: Sequence[tuple[str, IntArray | int]]) -> bytes:
-    """Integer columns, each (its big-endian type ">i2" | ">i4" | ">i8", its values or one
-    value for every row), as a binary COPY stream: per row a field count, then each field's
-    byte length and value. numpy writes them all at once."""
-    layout: list[tuple[str, str]] = [("fields", ">i2")]
-    for number, (kind, _) in enumerate(columns):
-        layout += [(f"size{number}", ">i4"), (f"value{number}", kind)]
-    table = np.empty(rows, dtype=np.dtype(layout))
-    table["fields"] = len(columns)
-    for number, (kind, values) in enumerate(columns):
-        table[f"size{number}"] = np.dtype(kind).itemsize
-        table[f"value{number}"] = values
-    return _BINARY_COPY_HEADER + table.tobytes() + _BINARY_COPY_TRAILER
-
-
-def _binary_counts(columns: Sequence[IntArray]) -> bytes:
-    """(token_id, class_index, docs, terms) columns (bigint, smallint, bigint, bigint) as a
-    binary COPY stream."""
-    kinds = (">i8", ">i2", ">i8", ">i8")
-    return _binary_rows(columns[0].size, list(zip(kinds, columns, strict=True)))
-
-
 def insert_tokens(
     conn: Connection, model_id: int, *, first_id: int, texts: Sequence[str], generation: int
 ) -> None:
@@ -176,105 +172,162 @@ def insert_tokens(
 
 
 def add_token_counts(
+    conn: Connection, model_id: int, delta: CountDelta, *, generation: int, n_classes: int
+) -> None:
+    """Store `delta`, the count changes of the write of `generation` (negative deltas
+    subtract), under the model's row lock: appended to the journal, or, when the journal
+    would pass JOURNAL_CELLS cells, folded with it into the chunks.
+
+    The caller has checked that no count goes below zero (its copy of the model is exact
+    under the lock); a fold checks again (NegativeCount).
+    """
+    if not delta.token_ids.size:
+        return
+    sizes = conn.exec_driver_sql(_sql(conn, _JOURNAL_SIZES), (model_id,)).all()
+    pending = sum(int(cells) for _, cells in sizes)
+    if pending + delta.token_ids.size <= JOURNAL_CELLS and all(
+        int(stored) != generation for stored, _ in sizes
+    ):
+        conn.exec_driver_sql(
+            _sql(conn, _JOURNAL_APPEND),
+            (model_id, generation, int(delta.token_ids.size), _delta_bytes(delta)),
+        )
+        return
+    fold_journal(conn, model_id, n_classes=n_classes, extra=delta, generation=generation)
+
+
+def _delta_bytes(delta: CountDelta) -> bytes:
+    return pack_delta(delta.token_ids, delta.class_indices, delta.docs, delta.terms)
+
+
+def fold_journal(
     conn: Connection,
     model_id: int,
-    delta: CountDelta,
     *,
-    generation: int,
-    new_from: int | None = None,
+    n_classes: int,
+    extra: CountDelta | None = None,
+    generation: int = 0,
 ) -> None:
-    """Add `delta` to the stored counts atomically (negative deltas subtract).
-
-    Additions are upserts, but for the tokens with ids from `new_from` on, given out in this
-    transaction: they have no count row yet, and theirs are inserted. Subtractions are plain
-    increments by a negative amount: their rows exist (the ledger says what was added), and an
-    upsert's proposed row would already fail the non-negative CHECK before the conflict is
-    resolved.
-    """
-    adding = (delta.docs >= 0) & (delta.terms >= 0)
-    subtracting = ~adding
-    new = np.zeros(adding.size, dtype=np.bool_)
-    if new_from is not None:
-        new = adding & (delta.token_ids >= new_from)
-        adding &= ~new
-    if new.any():
-        _insert_new_counts(conn, model_id, delta, new, generation=generation)
-    if adding.any():
-        columns = [
-            array[adding]
-            for array in (delta.token_ids, delta.class_indices, delta.docs, delta.terms)
-        ]
-        if conn.dialect.name == "postgresql":
-            if conn.exec_driver_sql(_FIND_COUNT_CHANGES).scalar_one():
-                conn.exec_driver_sql(_EMPTY_COUNT_CHANGES)
-            else:
-                conn.exec_driver_sql(_CREATE_COUNT_CHANGES)
-            _copy(conn, _COPY_COUNT_CHANGES, _binary_counts(columns))
-            conn.exec_driver_sql(_ADD_COUNTS_POSTGRESQL, (model_id, generation))
-        else:
-            conn.exec_driver_sql(
-                _ADD_COUNTS_SQLITE,
-                list(
-                    zip(
-                        repeat(model_id),
-                        *(column.tolist() for column in columns),
-                        repeat(generation),
-                    )
-                ),
+    """Fold the model's journal, and `extra` (the changes of the write of `generation`), into
+    its chunks, and empty the journal: under the model's row lock."""
+    rows = _journal_rows(conn, model_id)
+    changes = journal_entries(rows, n_classes)
+    if extra is not None and extra.token_ids.size:
+        generations = np.full(extra.token_ids.size, generation, dtype=np.int64)
+        changes = changes.plus(
+            cell_entries(
+                extra.token_ids,
+                extra.class_indices,
+                extra.docs,
+                extra.terms,
+                generations,
+                n_classes=n_classes,
             )
-    subtractions = [
-        {
-            "model_id": model_id,
-            "token_id": token_id,
-            "class_index": class_index,
-            "docs": docs,
-            "terms": terms,
-            "generation": generation,
-        }
-        for token_id, class_index, docs, terms in zip(
-            delta.token_ids[subtracting].tolist(),
-            delta.class_indices[subtracting].tolist(),
-            delta.docs[subtracting].tolist(),
-            delta.terms[subtracting].tolist(),
-            strict=True,
         )
-    ]
-    if subtractions:
-        conn.execute(
-            update(token_counts)
-            .where(
-                token_counts.c.model_id == bindparam("b_model_id"),
-                token_counts.c.token_id == bindparam("b_token_id"),
-                token_counts.c.class_index == bindparam("b_class_index"),
-            )
-            .values(
-                docs=token_counts.c.docs + bindparam("b_docs"),
-                terms=token_counts.c.terms + bindparam("b_terms"),
-                generation=bindparam("b_generation"),
-            ),
-            [{f"b_{key}": value for key, value in row.items()} for row in subtractions],
-        )
+    _add_to_chunks(conn, model_id, changes, n_classes)
+    if rows:
+        conn.exec_driver_sql(_sql(conn, _JOURNAL_EMPTY), (model_id,))
 
 
-def _insert_new_counts(
-    conn: Connection, model_id: int, delta: CountDelta, rows: NDArray[np.bool_], *, generation: int
-) -> None:
-    """Insert the count rows `rows` of `delta`, whose tokens have no row yet."""
-    columns = [
-        array[rows] for array in (delta.token_ids, delta.class_indices, delta.docs, delta.terms)
-    ]
-    if conn.dialect.name == "postgresql":
-        kinds = (">i8", ">i2", ">i8", ">i8")
-        data = _binary_rows(
-            columns[0].size,
-            [(">i4", model_id), *zip(kinds, columns, strict=True), (">i8", generation)],
-        )
-        _copy(conn, _COPY_NEW_COUNTS, data)
+def _add_to_chunks(conn: Connection, model_id: int, changes: TokenEntries, n_classes: int) -> None:
+    """Add `changes` to the chunks they fall in (read, added to, written back)."""
+    if not len(changes):
         return
-    conn.exec_driver_sql(
-        _INSERT_COUNTS_SQLITE,
-        list(zip(repeat(model_id), *(column.tolist() for column in columns), repeat(generation))),
+    numbers = np.unique(chunk_of(changes.token_ids))
+    stored = dict(_chunks_by_number(conn, model_id, numbers))
+    blobs, generations = fold(
+        numbers, [stored.get(number) for number in numbers.tolist()], changes, n_classes
     )
+    conn.exec_driver_sql(
+        _sql(conn, _CHUNKS_WRITE),
+        list(zip(repeat(model_id), numbers.tolist(), generations.tolist(), blobs, strict=False)),
+    )
+
+
+def count_rows(
+    conn: Connection, model_id: int, n_classes: int
+) -> tuple[IntArray, IntArray, IntArray, IntArray, IntArray]:
+    """The model's counts as rows of (token id, class index, docs, terms, generation), in
+    that order: each cell that holds a count, and class 0 of a token counted once and back
+    to zero (forgotten). The shape of an export, whatever the layout."""
+    entries = _stored_entries(conn, model_id, n_classes)
+    token_ids, class_indices, docs, terms = entries.cells(every_class=True)
+    generations = np.repeat(entries.generations, n_classes)
+    emptied = np.repeat(~(entries.docs.any(axis=1) | entries.terms.any(axis=1)), n_classes)
+    kept = (docs != 0) | (terms != 0) | (emptied & (class_indices == 0))
+    return (
+        token_ids[kept],
+        class_indices[kept],
+        docs[kept],
+        terms[kept],
+        generations[kept],
+    )
+
+
+def add_count_rows(
+    conn: Connection,
+    model_id: int,
+    rows: tuple[IntArray, IntArray, IntArray, IntArray, IntArray],
+    n_classes: int,
+) -> None:
+    """Add rows in the shape of `count_rows` to the model's counts (an import)."""
+    token_ids, class_indices, docs, terms, generations = rows
+    if (docs < 0).any() or (terms < 0).any() or (generations < 1).any():
+        raise NegativeCount("a count row needs docs and terms >= 0 and a generation >= 1")
+    entries = cell_entries(token_ids, class_indices, docs, terms, generations, n_classes=n_classes)
+    _add_to_chunks(conn, model_id, entries, n_classes)
+
+
+def _journal_rows(conn: Connection, model_id: int) -> list[tuple[int, bytes]]:
+    return [
+        (int(generation), bytes(delta))
+        for generation, delta in conn.exec_driver_sql(_sql(conn, _JOURNAL_ROWS), (model_id,))
+    ]
+
+
+def _chunks_by_number(
+    conn: Connection, model_id: int, numbers: IntArray
+) -> list[tuple[int, bytes]]:
+    """The stored chunks among `numbers` (chunk number, counts)."""
+    if not numbers.size:
+        return []
+    if conn.dialect.name == "postgresql":
+        rows = conn.exec_driver_sql(_CHUNKS_BY_NUMBER_POSTGRESQL, (numbers.tolist(), model_id))
+    else:
+        rows = conn.exec_driver_sql(
+            _CHUNKS_BY_NUMBER_SQLITE, (json.dumps(numbers.tolist()), model_id)
+        )
+    return [(int(number), bytes(counts)) for number, counts in rows]
+
+
+def _chunk_rows(
+    conn: Connection, statement: str, parameters: tuple[int, ...]
+) -> tuple[list[int], list[bytes]]:
+    numbers: list[int] = []
+    blobs: list[bytes] = []
+    for rows in _fetch_chunks(conn, statement, parameters):
+        for number, counts in rows:
+            numbers.append(int(number))
+            blobs.append(bytes(counts))
+    return numbers, blobs
+
+
+def _stored_entries(conn: Connection, model_id: int, n_classes: int) -> TokenEntries:
+    """Every token's counts: the chunks with the journal added."""
+    numbers, blobs = _chunk_rows(conn, _CHUNKS_ALL, (model_id,))
+    return unpack_chunks(numbers, blobs, n_classes).plus(
+        journal_entries(_journal_rows(conn, model_id), n_classes)
+    )
+
+
+def _entries_of(
+    conn: Connection, model_id: int, token_ids: IntArray, n_classes: int
+) -> TokenEntries:
+    """The counts of `token_ids` (those that have any): their chunks with the journal added."""
+    stored = _chunks_by_number(conn, model_id, np.unique(chunk_of(token_ids)))
+    held = unpack_chunks([number for number, _ in stored], [blob for _, blob in stored], n_classes)
+    journal = journal_entries(_journal_rows(conn, model_id), n_classes)
+    return held.plus(journal).among(token_ids)
 
 
 def add_class_totals(
@@ -325,6 +378,7 @@ def read_class_totals(conn: Connection, model_id: int, n_classes: int) -> tuple[
 # 100,000 ids a range: libpq keeps its input buffer as large as the largest row it received,
 # for the connection's life (500,000 held ~4 MB more in a server).
 READ_ID_RANGE = 100_000
+assert READ_ID_RANGE % CHUNK_IDS == 0  # a part reads whole chunks
 TEXT_TERMINATOR = "\x1f"  # the tokenizer never makes it; a text that holds it is read apart
 _AGGREGATE = {
     "sqlite": {
@@ -346,7 +400,6 @@ _AGGREGATE = {
 class _BulkReads:
     tokens: str  # ids, texts each followed by TEXT_TERMINATOR
     tokens_by_length: str  # ids, byte lengths, texts (when a text holds the terminator)
-    counts: str  # token ids, class indices, docs, terms
 
 
 def _bulk_reads(dialect: str, *, ranged: bool) -> _BulkReads:
@@ -363,9 +416,6 @@ def _bulk_reads(dialect: str, *, ranged: bool) -> _BulkReads:
         f"FROM {tokens.name} {where}",
         tokens_by_length=f"SELECT {join('token_id')}, {join(sql['bytes'].format('text'))}, "
         f"{sql['concat'].format('text')} FROM {tokens.name} {where}",
-        counts="SELECT "
-        + ", ".join(join(column) for column in ("token_id", "class_index", "docs", "terms"))
-        + f" FROM {token_counts.name} {where}",
     )
     if dialect == "postgresql":
         return _BulkReads(*(query.replace("?", "%s") for query in astuple(reads)))
@@ -401,14 +451,44 @@ def read_changes(
     """Read, in the caller's snapshot, everything changed after `since_generation`.
 
     With `since_generation = -1` this is the whole model (the parts of `read_model_parts` in
-    one); a change feed is read in one go (on the generation index).
+    one). A change feed is the new tokens (on the generation index), the chunks folded after
+    it and the journal: a token changed after `since_generation` has its entry's generation,
+    or a journal row's, past it, and its value is its entry plus the whole journal.
     """
     if since_generation < 0:
         parts = list(read_model_parts(conn, model_id, generation=generation, n_classes=n_classes))
-    else:
-        reads = _bulk_reads(conn.dialect.name, ranged=False)
-        class_totals = read_class_totals(conn, model_id, n_classes)
-        parts = [_read_part(conn, reads, (model_id, since_generation), generation, class_totals)]
+        return _joined(parts, generation)
+    reads = _bulk_reads(conn.dialect.name, ranged=False)
+    token_ids, texts = _read_texts(conn, reads, (model_id, since_generation))
+    numbers, blobs = _chunk_rows(conn, _CHUNKS_SINCE, (model_id, since_generation))
+    in_chunks = unpack_chunks(numbers, blobs, n_classes)
+    folded = in_chunks.token_ids[in_chunks.generations > since_generation]
+    journal_rows = _journal_rows(conn, model_id)
+    later = journal_entries(journal_rows, n_classes, after=since_generation).token_ids
+    unread = np.setdiff1d(np.unique(chunk_of(later)), numbers)
+    stored = _chunks_by_number(conn, model_id, unread)
+    in_chunks = in_chunks.plus(  # other chunks: other tokens
+        unpack_chunks([n for n, _ in stored], [b for _, b in stored], n_classes)
+    )
+    changed_ids = np.union1d(folded, later)
+    journal = journal_entries(journal_rows, n_classes).among(changed_ids)
+    changed = in_chunks.among(changed_ids).plus(journal)
+    count_token_ids, count_class_indices, count_docs, count_terms = changed.cells(every_class=True)
+    class_docs, class_terms = read_class_totals(conn, model_id, n_classes)
+    return CountChanges(
+        generation=generation,
+        token_ids=token_ids,
+        token_texts=texts,
+        count_token_ids=count_token_ids,
+        count_class_indices=count_class_indices,
+        count_docs=count_docs,
+        count_terms=count_terms,
+        class_docs=class_docs,
+        class_terms=class_terms,
+    )
+
+
+def _joined(parts: list[CountChanges], generation: int) -> CountChanges:
     if len(parts) == 1:
         return parts[0]
     return CountChanges(
@@ -424,6 +504,10 @@ def read_changes(
     )
 
 
+_MAX_CHUNK = f"SELECT coalesce(max(chunk), -1) FROM {count_chunks.name} WHERE model_id = ?"
+_MAX_TOKEN = f"SELECT coalesce(max(token_id), -1) FROM {tokens.name} WHERE model_id = ?"
+
+
 def read_model_parts(
     conn: Connection, model_id: int, *, generation: int, n_classes: int
 ) -> Iterator[CountChanges]:
@@ -435,42 +519,36 @@ def read_model_parts(
     objects made meanwhile kept resident, ~11 bytes a token).
     """
     reads = _bulk_reads(conn.dialect.name, ranged=True)
-    placeholder = "%s" if conn.dialect.name == "postgresql" else "?"
+    journal = journal_entries(_journal_rows(conn, model_id), n_classes)
+    last_chunk = conn.exec_driver_sql(_sql(conn, _MAX_CHUNK), (model_id,)).scalar_one()
     end = max(
-        conn.exec_driver_sql(
-            f"SELECT coalesce(max(token_id), -1) FROM {table} WHERE model_id = {placeholder}",
-            (model_id,),
-        ).scalar_one()
-        for table in (tokens.name, token_counts.name)
+        conn.exec_driver_sql(_sql(conn, _MAX_TOKEN), (model_id,)).scalar_one(),
+        (last_chunk + 1) * CHUNK_IDS - 1,
+        int(journal.token_ids.max()) if len(journal) else -1,
     )
-    class_totals = read_class_totals(conn, model_id, n_classes)
+    class_docs, class_terms = read_class_totals(conn, model_id, n_classes)
     for start in range(0, max(end + 1, 1), READ_ID_RANGE):
-        parameters = (model_id, start, start + READ_ID_RANGE)
-        yield _read_part(conn, reads, parameters, generation, class_totals)
-
-
-def _read_part(
-    conn: Connection,
-    reads: _BulkReads,
-    parameters: tuple[int, ...],
-    generation: int,
-    class_totals: tuple[IntArray, IntArray],
-) -> CountChanges:
-    token_ids, texts = _read_texts(conn, reads, parameters)
-    count_token_ids, count_class_indices, count_docs, count_terms = (
-        _numbers(joined) for joined in conn.exec_driver_sql(reads.counts, parameters).one()
-    )
-    return CountChanges(
-        generation=generation,
-        token_ids=token_ids,
-        token_texts=texts,
-        count_token_ids=count_token_ids,
-        count_class_indices=count_class_indices,
-        count_docs=count_docs,
-        count_terms=count_terms,
-        class_docs=class_totals[0],
-        class_terms=class_totals[1],
-    )
+        stop = start + READ_ID_RANGE
+        token_ids, texts = _read_texts(conn, reads, (model_id, start, stop))
+        numbers, blobs = _chunk_rows(
+            conn, _CHUNKS_IN_RANGE, (model_id, start // CHUNK_IDS, stop // CHUNK_IDS)
+        )
+        in_range = (journal.token_ids >= start) & (journal.token_ids < stop)
+        entries = unpack_chunks(numbers, blobs, n_classes).plus(journal.where(in_range))
+        count_token_ids, count_class_indices, count_docs, count_terms = entries.cells(
+            every_class=False
+        )
+        yield CountChanges(
+            generation=generation,
+            token_ids=token_ids,
+            token_texts=texts,
+            count_token_ids=count_token_ids,
+            count_class_indices=count_class_indices,
+            count_docs=count_docs,
+            count_terms=count_terms,
+            class_docs=class_docs,
+            class_terms=class_terms,
+        )
 
 
 def _fetch_chunks(
@@ -512,38 +590,41 @@ class MessageCounts:
     class_terms: IntArray
 
 
-# One statement, one round trip: the message's tokens with their count rows, then the class
-# totals (token_id -1). The texts go as one array parameter (PostgreSQL, unnested so that
-# each text is one probe of the (model_id, text) index whatever the table statistics say) or
-# one JSON array (SQLite's json_each, first in a CROSS JOIN, which SQLite keeps in that order
-# for the same reason), never as an IN list: building and converting a 300-placeholder
-# statement cost more than the database's work (profiled: 4 of a cold classification's 11 ms).
-# A row names its text by its place in the array sent instead of sending the text back, and
-# every column is an integer (-1 and zeros where a token has no count row), so the rows become
-# one numpy array without a Python object per value.
+# One statement, one round trip: the message's tokens, each with its entry cut from its chunk,
+# then the class totals (token_id -1) and the journal (token_id -2). The texts go as one array
+# parameter (PostgreSQL, unnested so that each text is one probe of the (model_id, text) index
+# whatever the table statistics say) or one JSON array (SQLite's json_each, first in a CROSS
+# JOIN, which SQLite keeps in that order for the same reason), never as an IN list: building
+# and converting a 300-placeholder statement cost more than the database's work (profiled: 4
+# of a cold classification's 11 ms). A row names its text by its place in the array sent
+# instead of sending the text back.
 #
-# PostgreSQL's count rows are joined LATERAL, each token's probed by the primary key: as a
-# plain join, with no statistics yet (a database just filled, before autovacuum's analyze:
-# tables of 150 M rows planned as 500 rows a token), it merge-joined every count row of the
-# model, 37 ms against 1-2 ms (`OFFSET 0` keeps the planner from flattening the subquery).
+# PostgreSQL's chunk is joined LATERAL, one primary-key probe per token: as a plain join, with
+# no statistics yet (a database just filled, before autovacuum's analyze), the planner may
+# merge-join every chunk of the model (`OFFSET 0` keeps it from flattening the subquery).
 _MESSAGE_ROWS_POSTGRESQL = (
-    "SELECT t.token_id, m.place - 1, COALESCE(c.class_index, -1), COALESCE(c.docs, 0), "
-    "COALESCE(c.terms, 0) "
+    "SELECT t.token_id, m.place - 1, c.entry, NULL::bigint, NULL::bigint "
     "FROM unnest(%(texts)s::text[]) WITH ORDINALITY AS m(text, place) "
     f"JOIN {tokens.name} t ON t.model_id = %(model)s AND t.text = m.text "
-    "LEFT JOIN LATERAL (SELECT class_index, docs, terms "
-    f"FROM {token_counts.name} WHERE model_id = %(model)s AND token_id = t.token_id "
+    "LEFT JOIN LATERAL (SELECT substring(counts FROM (mod(t.token_id, "
+    f"{CHUNK_IDS}) * %(width)s + 1)::int FOR %(width)s) AS entry "
+    f"FROM {count_chunks.name} WHERE model_id = %(model)s AND chunk = t.token_id / {CHUNK_IDS} "
     "OFFSET 0) c ON true "
-    f"UNION ALL SELECT -1, -1, class_index, docs, terms FROM {class_totals.name} "
+    f"UNION ALL SELECT -1, class_index, NULL, docs, terms FROM {class_totals.name} "
+    "WHERE model_id = %(model)s "
+    f"UNION ALL SELECT -2, generation, delta, NULL, NULL FROM {count_journal.name} "
     "WHERE model_id = %(model)s"
 )
 _MESSAGE_ROWS_SQLITE = (
-    "SELECT t.token_id, m.key, COALESCE(c.class_index, -1), COALESCE(c.docs, 0), "
-    "COALESCE(c.terms, 0) "
+    f"SELECT t.token_id, m.key, substr(c.counts, (t.token_id % {CHUNK_IDS}) * :width + 1, "
+    ":width), NULL, NULL "
     f"FROM json_each(:texts) AS m CROSS JOIN {tokens.name} t "
     "ON t.model_id = :model AND t.text = m.value "
-    f"LEFT JOIN {token_counts.name} c ON c.model_id = :model AND c.token_id = t.token_id "
-    f"UNION ALL SELECT -1, -1, class_index, docs, terms FROM {class_totals.name} "
+    f"LEFT JOIN {count_chunks.name} c ON c.model_id = :model AND c.chunk = t.token_id / "
+    f"{CHUNK_IDS} "
+    f"UNION ALL SELECT -1, class_index, NULL, docs, terms FROM {class_totals.name} "
+    "WHERE model_id = :model "
+    f"UNION ALL SELECT -2, generation, delta, NULL, NULL FROM {count_journal.name} "
     "WHERE model_id = :model"
 )
 
@@ -551,64 +632,65 @@ _MESSAGE_ROWS_SQLITE = (
 def read_message_counts(
     conn: Connection, model_id: int, texts: Sequence[str], *, n_classes: int
 ) -> MessageCounts:
-    """Read the token ids, count rows and class totals a message's `texts` need, in the
-    caller's snapshot: one statement on the index of (model_id, text), never the whole
-    model."""
+    """Read the token ids, counts and class totals a message's `texts` need, in the caller's
+    snapshot: one statement on the index of (model_id, text), never the whole model."""
     distinct = list(dict.fromkeys(texts))
+    width = entry_width(n_classes) * 8  # bytes
     cursor = conn.connection.cursor()
     try:
         if conn.dialect.name == "postgresql":
-            cursor.execute(_MESSAGE_ROWS_POSTGRESQL, {"model": model_id, "texts": distinct})
+            parameters: dict[str, Any] = {"model": model_id, "texts": distinct, "width": width}
+            cursor.execute(_MESSAGE_ROWS_POSTGRESQL, parameters)
         else:
-            cursor.execute(_MESSAGE_ROWS_SQLITE, {"model": model_id, "texts": json.dumps(distinct)})
+            parameters = {"model": model_id, "texts": json.dumps(distinct), "width": width}
+            cursor.execute(_MESSAGE_ROWS_SQLITE, parameters)
         rows = cursor.fetchall()
     finally:
         cursor.close()
-    # Columns: token id (-1: a class total), place of its text, class index (-1: no count
-    # row), docs, terms.
-    table = np.fromiter(chain.from_iterable(rows), np.int64, 5 * len(rows)).reshape(-1, 5)
-    totals = table[table[:, 0] < 0]
+    # Columns: token id (-1: a class total, -2: a journal row), place of its text (a class
+    # total's class index, a journal row's generation), its entry (a journal row's delta),
+    # docs, terms (a class total's).
     class_docs = np.zeros(n_classes, dtype=np.int64)
     class_terms = np.zeros(n_classes, dtype=np.int64)
-    class_docs[totals[:, 2]] = totals[:, 3]
-    class_terms[totals[:, 2]] = totals[:, 4]
-    found = table[table[:, 0] >= 0]
-    token_ids, first = np.unique(found[:, 0], return_index=True)
-    counted = found[found[:, 2] >= 0]
+    found: list[tuple[int, int, bytes | None]] = []
+    journal: list[tuple[int, bytes]] = []
+    for token_id, place, entry, docs, terms in rows:
+        if token_id >= 0:
+            found.append((token_id, place, None if entry is None else bytes(entry)))
+        elif token_id == -1:
+            class_docs[place] = docs
+            class_terms[place] = terms
+        else:
+            journal.append((place, bytes(entry)))
+    found.sort()
+    token_ids = np.fromiter((row[0] for row in found), np.int64, len(found))
+    entries = unpack_entries(token_ids, [row[2] for row in found], n_classes)
+    entries = entries.plus(journal_entries(journal, n_classes).among(token_ids))
+    count_token_ids, count_class_indices, count_docs, count_terms = entries.cells(every_class=False)
     return MessageCounts(
         token_ids=token_ids,
-        token_texts=[distinct[place] for place in found[first, 1].tolist()],
-        count_token_ids=counted[:, 0].copy(),
-        count_class_indices=counted[:, 2].copy(),
-        count_docs=counted[:, 3].copy(),
-        count_terms=counted[:, 4].copy(),
+        token_texts=[distinct[row[1]] for row in found],
+        count_token_ids=count_token_ids,
+        count_class_indices=count_class_indices,
+        count_docs=count_docs,
+        count_terms=count_terms,
         class_docs=class_docs,
         class_terms=class_terms,
     )
 
 
-_READ_COUNTS = (
-    f"SELECT token_id, class_index, docs, terms FROM {token_counts.name} "
-    "WHERE model_id = ? AND generation > ?"
-)
-
-
 def read_all_counts(
-    conn: Connection, model_id: int
+    conn: Connection, model_id: int, n_classes: int
 ) -> tuple[IntArray, IntArray, IntArray, IntArray]:
-    """Read every count row of the model, without token texts: (token ids, class indices,
-    docs, terms), for sums over the whole vocabulary."""
-    parts = [
-        np.fromiter(chain.from_iterable(part), np.int64, 4 * len(part)).reshape(-1, 4)
-        for part in _fetch_chunks(conn, _READ_COUNTS, (model_id, -1))
-    ]
-    rows = np.concatenate(parts) if parts else np.zeros((0, 4), dtype=np.int64)
-    return rows[:, 0].copy(), rows[:, 1].copy(), rows[:, 2].copy(), rows[:, 3].copy()
+    """Read every count of the model, without token texts: (token ids, class indices, docs,
+    terms) of the cells that hold one, for sums over the whole vocabulary."""
+    return _stored_entries(conn, model_id, n_classes).cells(every_class=False)
 
 
 @dataclass(frozen=True)
 class TokenAges:
-    """Every count row of a model with the generation that last changed it."""
+    """Every counted token's cells (each class, zeros too) with the generation that last
+    changed the token."""
 
     token_ids: IntArray
     class_indices: IntArray
@@ -617,70 +699,67 @@ class TokenAges:
     generations: IntArray
 
 
-_READ_AGES = (
-    f"SELECT token_id, class_index, docs, terms, generation FROM {token_counts.name} "
-    "WHERE model_id = ? AND generation > ?"
-)
-
-
-def read_token_ages(conn: Connection, model_id: int) -> TokenAges:
-    """Read every count row of the model, with its last-changed generation (for expiry)."""
-    parts = [
-        np.fromiter(chain.from_iterable(part), np.int64, 5 * len(part)).reshape(-1, 5)
-        for part in _fetch_chunks(conn, _READ_AGES, (model_id, -1))
-    ]
-    rows = np.concatenate(parts) if parts else np.zeros((0, 5), dtype=np.int64)
-    return TokenAges(*(rows[:, column].copy() for column in range(5)))
+def read_token_ages(conn: Connection, model_id: int, n_classes: int) -> TokenAges:
+    """Read every counted token with its last-changed generation (for expiry)."""
+    entries = _stored_entries(conn, model_id, n_classes)
+    token_ids, class_indices, docs, terms = entries.cells(every_class=True)
+    return TokenAges(
+        token_ids, class_indices, docs, terms, np.repeat(entries.generations, n_classes)
+    )
 
 
 def changed_since(
-    conn: Connection, model_id: int, token_ids: Sequence[int], generation: int
+    conn: Connection, model_id: int, token_ids: Sequence[int], generation: int, n_classes: int
 ) -> IntArray:
     """Which of `token_ids` had a count changed after `generation` (sorted)."""
-    changed: set[int] = set()
-    for start in range(0, len(token_ids), LOOKUP_CHUNK):
-        chunk = list(token_ids[start : start + LOOKUP_CHUNK])
-        changed.update(
-            int(token_id)
-            for (token_id,) in conn.execute(
-                select(token_counts.c.token_id).where(
-                    token_counts.c.model_id == model_id,
-                    token_counts.c.token_id.in_(chunk),
-                    token_counts.c.generation > generation,
-                )
-            )
+    entries = _entries_of(conn, model_id, np.asarray(token_ids, dtype=np.int64), n_classes)
+    return entries.token_ids[entries.generations > generation]
+
+
+def delete_tokens(
+    conn: Connection, model_id: int, token_ids: Sequence[int], *, generation: int, n_classes: int
+) -> None:
+    """Delete tokens and their counts, in the write of `generation` (under the model's row
+    lock); their ids are never given out again."""
+    if not len(token_ids):
+        return
+    fold_journal(conn, model_id, n_classes=n_classes)  # their counts are all in chunks then
+    ids = np.unique(np.asarray(token_ids, dtype=np.int64))
+    stored = _chunks_by_number(conn, model_id, np.unique(chunk_of(ids)))
+    if stored:
+        numbers = np.array([number for number, _ in stored], dtype=np.int64)
+        order = np.argsort(numbers)
+        numbers = numbers[order]
+        counted = ids[np.isin(chunk_of(ids), numbers)]  # a token never counted has no chunk
+        blobs, generations = without(
+            numbers, [stored[i][1] for i in order.tolist()], counted, n_classes
         )
-    return np.array(sorted(changed), dtype=np.int64)
-
-
-def delete_tokens(conn: Connection, model_id: int, token_ids: Sequence[int]) -> None:
-    """Delete tokens and their count rows; their ids are never given out again."""
-    for start in range(0, len(token_ids), LOOKUP_CHUNK):
-        chunk = list(token_ids[start : start + LOOKUP_CHUNK])
-        for table in (token_counts, tokens):
-            conn.execute(
-                delete(table).where(table.c.model_id == model_id, table.c.token_id.in_(chunk))
-            )
+        kept = generations > 0
+        rows = zip(numbers.tolist(), generations.tolist(), blobs, kept.tolist(), strict=True)
+        updates = [(model_id, n, g, blob) for n, g, blob, keep in rows if keep]
+        if updates:
+            conn.exec_driver_sql(_sql(conn, _CHUNKS_WRITE), updates)
+        emptied = [(model_id, n) for n in numbers[~kept].tolist()]
+        if emptied:
+            conn.exec_driver_sql(_sql(conn, _CHUNKS_DELETE), emptied)
+    for start in range(0, len(ids), LOOKUP_CHUNK):
+        chunk = ids[start : start + LOOKUP_CHUNK].tolist()
+        conn.execute(
+            delete(tokens).where(tokens.c.model_id == model_id, tokens.c.token_id.in_(chunk))
+        )
 
 
 def read_token_counts(
-    conn: Connection, model_id: int, token_ids: Sequence[int]
+    conn: Connection, model_id: int, token_ids: Sequence[int], n_classes: int
 ) -> dict[tuple[int, int], tuple[int, int]]:
-    """Return {(token_id, class_index): (docs, terms)} for the given tokens (tests, audits)."""
-    result: dict[tuple[int, int], tuple[int, int]] = {}
-    for start in range(0, len(token_ids), LOOKUP_CHUNK):
-        chunk = list(token_ids[start : start + LOOKUP_CHUNK])
-        rows = conn.execute(
-            select(
-                token_counts.c.token_id,
-                token_counts.c.class_index,
-                token_counts.c.docs,
-                token_counts.c.terms,
-            ).where(token_counts.c.model_id == model_id, token_counts.c.token_id.in_(chunk))
-        )
-        for token_id, class_index, docs, terms in rows:
-            result[(int(token_id), int(class_index))] = (int(docs), int(terms))
-    return result
+    """Return {(token_id, class_index): (docs, terms)} for the given tokens' cells that hold
+    a count (tests, audits)."""
+    entries = _entries_of(conn, model_id, np.asarray(token_ids, dtype=np.int64), n_classes)
+    cells = entries.cells(every_class=False)
+    return {
+        (token_id, class_index): (docs, terms)
+        for token_id, class_index, docs, terms in zip(*(c.tolist() for c in cells), strict=True)
+    }
 
 
 def read_token_texts(conn: Connection, model_id: int, token_ids: Sequence[int]) -> dict[int, str]:

@@ -60,7 +60,7 @@ SQLITE_INCREMENTAL = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
 # Pages (4 KiB each by default) one step of `reclaim_space` frees: a few ms of write lock.
 RECLAIM_PAGES_PER_STEP = 512
 # PostgreSQL tables whose indexes `vacuum` rebuilds (keyed by ever-growing token ids).
-REINDEXED_TABLES = ("tokens", "token_counts")
+REINDEXED_TABLES = ("tokens", "count_chunks")
 # SQLite's page cache during a write transaction, in KiB (its default is 2 MiB). A training
 # batch of 500 SpamAssassin messages adds ~150,000 tokens at random places of the
 # (model_id, text) index; with 2 MiB, dirty pages spilled to the WAL mid-transaction and were

@@ -7,17 +7,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.errors import ModelExists, ModelNotFound
+from app.store.counts import read_all_counts
 from app.store.tables import (
     activity,
     attribute_sums,
     class_totals,
     classifications,
+    count_chunks,
+    count_journal,
     models,
-    token_counts,
     tokens,
     trained_messages,
 )
@@ -259,7 +262,8 @@ def delete_model(conn: Connection, model_id: int) -> None:
         activity,
         classifications,
         trained_messages,
-        token_counts,
+        count_journal,
+        count_chunks,
         tokens,
         class_totals,
         attribute_sums,
@@ -360,14 +364,11 @@ def lock_model_row(
     )
 
 
-def recount_vocabulary(conn: Connection, model_id: int) -> None:
-    """Set the model's vocabulary size from its count rows (after an import)."""
-    counted = (
-        select(func.count(func.distinct(token_counts.c.token_id)))
-        .where(token_counts.c.model_id == model_id, token_counts.c.docs > 0)
-        .scalar_subquery()
-    )
-    conn.execute(update(models).where(models.c.id == model_id).values(vocabulary=counted))
+def recount_vocabulary(conn: Connection, model: ModelRow) -> None:
+    """Set the model's vocabulary size from its counts (after an import)."""
+    token_ids, _, docs, _ = read_all_counts(conn, model.id, len(model.classes))
+    counted = int(np.unique(token_ids[docs > 0]).size)
+    conn.execute(update(models).where(models.c.id == model.id).values(vocabulary=counted))
 
 
 def read_generation(

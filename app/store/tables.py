@@ -108,18 +108,30 @@ tokens = Table(
     Index("ix_tokens_model_id_generation", "model_id", "generation"),
 )
 
-token_counts = Table(
-    "token_counts",
+# A model's counts, CHUNK_IDS token ids a row (app.store.chunks): per token its docs and terms
+# per class and the generation that last changed it, packed little-endian int64. `generation`
+# is the latest of its entries', for the change feed. No CHECK can see into the blob: the
+# writer refuses a negative count before it stores one (`app.store.chunks.NegativeCount`).
+count_chunks = Table(
+    "count_chunks",
     metadata,
     _model_key(),
-    Column("token_id", BigInteger, primary_key=True, autoincrement=False),
-    Column("class_index", SmallInteger, primary_key=True),
-    Column("docs", BigInteger, nullable=False),
-    Column("terms", BigInteger, nullable=False),
+    Column("chunk", BigInteger, primary_key=True, autoincrement=False),
     Column("generation", BigInteger, nullable=False),
-    # A bug that would drive a count below zero fails the transaction instead of storing it.
-    CheckConstraint("docs >= 0 AND terms >= 0", name="counts_not_negative"),
-    Index("ix_token_counts_model_id_generation", "model_id", "generation"),
+    Column("counts", LargeBinary, nullable=False),
+    Index("ix_count_chunks_model_id_generation", "model_id", "generation"),
+)
+
+# Count changes not yet folded into `count_chunks`: one row per write, its whole delta
+# ((token id, class index, docs, terms) little-endian int64 per cell). The writer folds it
+# once it holds JOURNAL_CELLS cells; readers add it to what the chunks hold.
+count_journal = Table(
+    "count_journal",
+    metadata,
+    _model_key(),
+    Column("generation", BigInteger, primary_key=True, autoincrement=False),
+    Column("cells", Integer, nullable=False),
+    Column("delta", LargeBinary, nullable=False),
 )
 
 # The Gaussian of each numeric attribute per class: n, Σx and Σx² of the trained messages that

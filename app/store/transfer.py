@@ -15,8 +15,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, DateTime, LargeBinary, Table, insert, select, update
+import numpy as np
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    DateTime,
+    LargeBinary,
+    MetaData,
+    SmallInteger,
+    Table,
+    insert,
+    select,
+    update,
+)
 
+from app.store.counts import add_count_rows, count_rows
 from app.store.engine import Database
 from app.store.models import as_utc
 from app.store.tables import (
@@ -25,7 +39,6 @@ from app.store.tables import (
     class_totals,
     classifications,
     models,
-    token_counts,
     tokens,
     trained_messages,
 )
@@ -37,11 +50,25 @@ LATER_COLUMNS = frozenset({"body_digest", "attributes"})
 # Tables added since exports began: an export made before them has none of their rows.
 LATER_TABLES = frozenset({"attribute_sums"})
 
+# An export carries a model's counts as one row per (token, class), as they were once stored,
+# whatever layout stores them now (`app.store.counts.count_rows`): exports stay readable
+# across versions. Not a table of the database.
+TOKEN_COUNTS = Table(
+    "token_counts",
+    MetaData(),
+    Column("model_id", BigInteger, primary_key=True),
+    Column("token_id", BigInteger, primary_key=True),
+    Column("class_index", SmallInteger, primary_key=True),
+    Column("docs", BigInteger),
+    Column("terms", BigInteger),
+    Column("generation", BigInteger),
+)
+
 # What one model owns, in the order an import writes it; the columns but `model_id`.
 MODEL_TABLES: dict[str, Table] = {
     "class_totals": class_totals,
     "tokens": tokens,
-    "token_counts": token_counts,
+    "token_counts": TOKEN_COUNTS,
     "trained_messages": trained_messages,
     "classifications": classifications,
     "activity": activity,
@@ -101,6 +128,9 @@ def read_models(conn: Connection, names: Sequence[str] | None = None) -> list[di
 def read_table(conn: Connection, name: str, model_id: int) -> Iterator[list[tuple[Any, ...]]]:
     """Yield a model's rows of table `name` in chunks, in primary-key order, as tuples in the
     order of `table_columns(name)`; datetimes in UTC."""
+    if name == TOKEN_COUNTS.name:
+        yield from _count_rows(conn, model_id)
+        return
     table = MODEL_TABLES[name]
     columns = [table.c[column] for column in table_columns(name)]
     key = [column for column in table.primary_key.columns if column.name != "model_id"]
@@ -109,6 +139,15 @@ def read_table(conn: Connection, name: str, model_id: int) -> Iterator[list[tupl
     )
     for chunk in result.partitions():
         yield [tuple(_utc(value) for value in row) for row in chunk]
+
+
+def _count_rows(conn: Connection, model_id: int) -> Iterator[list[tuple[Any, ...]]]:
+    classes = conn.execute(select(models.c.classes).where(models.c.id == model_id)).scalar_one()
+    rows = list(
+        zip(*(part.tolist() for part in count_rows(conn, model_id, len(classes))), strict=True)
+    )
+    for start in range(0, len(rows), CHUNK_ROWS):
+        yield rows[start : start + CHUNK_ROWS]
 
 
 def insert_model_row(conn: Connection, model: dict[str, Any]) -> int:
@@ -125,8 +164,15 @@ def repoint_backing(conn: Connection, old_id: int, new_id: int) -> None:
 
 def insert_rows(conn: Connection, name: str, model_id: int, rows: Sequence[dict[str, Any]]) -> None:
     """Insert rows of table `name` (each a dict of `table_columns(name)`) for the model."""
-    if rows:
-        conn.execute(insert(MODEL_TABLES[name]), [{"model_id": model_id, **row} for row in rows])
+    if not rows:
+        return
+    if name == TOKEN_COUNTS.name:
+        classes = conn.execute(select(models.c.classes).where(models.c.id == model_id)).scalar_one()
+        columns = table_columns(name)
+        arrays = [np.array([row[column] for row in rows], dtype=np.int64) for column in columns]
+        add_count_rows(conn, model_id, (*arrays,), len(classes))  # type: ignore[arg-type]
+        return
+    conn.execute(insert(MODEL_TABLES[name]), [{"model_id": model_id, **row} for row in rows])
 
 
 def vacuum_into(db: Database, path: Path) -> None:

@@ -55,7 +55,8 @@ def test_training_in_two_processes_equals_one(tmp_path: Path) -> None:
             results = train_batch(runtime, model_name="default", items=items, processes=processes)
             with db.transaction(write=False) as conn:
                 model = find_model(conn, "default")
-                stored = read_token_counts(conn, model.id, list(range(model.n_tokens)))
+                ids = list(range(model.n_tokens))
+                stored = read_token_counts(conn, model.id, ids, len(model.classes))
             assert stored
             counts.append((results, stored))
         finally:

@@ -27,7 +27,14 @@ from tests.faults.conftest import StartServer, learn_every_token
 from tests.faults.load import compare_with_ledger, message_text
 from tests.faults.servers import PostgresCluster
 
-SPAMSIFT_TABLES = ("tokens", "token_counts", "trained_messages", "class_totals", "classifications")
+SPAMSIFT_TABLES = (
+    "tokens",
+    "count_chunks",
+    "count_journal",
+    "trained_messages",
+    "class_totals",
+    "classifications",
+)
 
 
 @contextlib.contextmanager

@@ -1,5 +1,5 @@
 """Training messages tokenized beforehand (`train_prepared`, what bench/train_path.py times)
-stores exactly what `train_batch` stores: the same token ids and texts, count rows, class
+stores exactly what `train_batch` stores: the same token ids and texts, counts, class
 totals and ledger rows, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ from tests.builders import ham_message, spam_message
 
 ROWS = {
     "tokens": "SELECT token_id, text, generation FROM tokens WHERE model_id = :m ORDER BY token_id",
-    "token_counts": "SELECT token_id, class_index, docs, terms, generation FROM token_counts "
-    "WHERE model_id = :m ORDER BY token_id, class_index",
+    "count_chunks": "SELECT chunk, generation, counts FROM count_chunks WHERE model_id = :m "
+    "ORDER BY chunk",
+    "count_journal": "SELECT generation, cells, delta FROM count_journal WHERE model_id = :m "
+    "ORDER BY generation",
     "class_totals": "SELECT class_index, docs, terms FROM class_totals WHERE model_id = :m "
     "ORDER BY class_index",
     "trained_messages": "SELECT message_key, message_id, class_index, token_ids, token_terms "

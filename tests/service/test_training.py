@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from sqlalchemy import text, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Connection, text
 
 from app.errors import InvalidMessage, MessageNotFound, UnknownLabel
+from app.live.write import ModelWrite, write_model
 from app.service.messages import Message
 from app.service.runtime import Runtime
 from app.service.training import forget, train, train_batch
-from app.store.tables import token_counts
+from app.store.chunks import NegativeCount
+from app.store.counts import CountDelta, fold_journal
+from app.store.models import find_model, lock_model_row
 from tests.builders import (
     counts_from_ledger,
     ham_message,
@@ -145,14 +148,36 @@ def test_training_then_forgetting_everything_leaves_no_negative_and_no_positive_
     assert after.trained == {}
 
 
-def test_the_database_refuses_a_negative_count(runtime: Runtime) -> None:
+def test_a_write_that_would_drive_a_count_below_zero_is_refused(runtime: Runtime) -> None:
+    """Taking away a message that was never added (a bug: forget and relabel take only what
+    the ledger says was added) fails the write before anything is stored, whether it would
+    go to the journal or be folded into the chunks."""
     train_examples(runtime, 1, 1)
+    before = stored_cells(runtime)
+    live = runtime.models.get("default")
+    trained = stored_counts(runtime).token_counts
+    assert trained
+    known = np.array(sorted({live.table.lookup([text])[0] for text, _ in trained}), np.int64)
 
-    with pytest.raises(IntegrityError), runtime.db.transaction() as conn:
-        conn.execute(update(token_counts).values(docs=token_counts.c.docs - 5))
+    def take_away_twice(write: ModelWrite) -> None:
+        for _ in range(2):
+            write.add(known, np.ones(known.size, np.int64), SPAM, sign=-1)
 
-    cells, _ = stored_cells(runtime)
-    assert all(docs >= 0 and terms >= 0 for docs, terms in cells.values())
+    with pytest.raises(NegativeCount):
+        write_model(runtime.db, runtime.models, live, take_away_twice)
+
+    def fold_a_negative_delta(conn: Connection) -> None:  # the store's fold checks too
+        model = find_model(conn, "default")
+        row = lock_model_row(conn, model.id, created_at=model.created_at)
+        classes = np.full(known.size, SPAM, np.int64)
+        minus = -np.full(known.size, 1_000, np.int64)
+        delta = CountDelta(known, classes, minus, minus)
+        fold_journal(conn, model.id, n_classes=2, extra=delta, generation=row.generation)
+
+    with pytest.raises(NegativeCount), runtime.db.transaction() as conn:
+        fold_a_negative_delta(conn)
+
+    assert stored_cells(runtime) == before
 
 
 def test_a_reused_message_id_with_other_content_is_another_message(runtime: Runtime) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 import pytest
@@ -100,11 +101,11 @@ def test_upserts_add_deltas_exactly(db: Database) -> None:
     ):
         with db.transaction() as conn:
             generation = next_generation(conn, model_id, created_at=created_at)
-            add_token_counts(conn, model_id, delta(rows), generation=generation)
+            add_token_counts(conn, model_id, delta(rows), generation=generation, n_classes=2)
 
     with db.transaction(write=False) as conn:
-        counts = read_token_counts(conn, model_id, [a, b, c])
-    assert counts == {(a, 0): (2, 2), (a, 1): (1, 7), (b, 1): (0, 0), (c, 1): (4, 4)}
+        counts = read_token_counts(conn, model_id, [a, b, c], n_classes=2)
+    assert counts == {(a, 0): (2, 2), (a, 1): (1, 7), (c, 1): (4, 4)}  # b is back to zero
 
 
 def test_the_change_feed_returns_what_changed_after_a_generation(db: Database) -> None:
@@ -115,13 +116,21 @@ def test_the_change_feed_returns_what_changed_after_a_generation(db: Database) -
     with db.transaction() as conn:
         g1 = next_generation(conn, model_id, created_at=created_at)
         add_token_counts(
-            conn, model_id, delta([(first, 0, 1, 1), (first + 1, 0, 1, 2)]), generation=g1
+            conn,
+            model_id,
+            delta([(first, 0, 1, 1), (first + 1, 0, 1, 2)]),
+            generation=g1,
+            n_classes=2,
         )
     late = new_tokens(db, model_id, ["new"])
     with db.transaction() as conn:
         g2 = next_generation(conn, model_id, created_at=created_at)
         add_token_counts(
-            conn, model_id, delta([(first + 1, 1, 1, 5), (late, 1, 1, 1)]), generation=g2
+            conn,
+            model_id,
+            delta([(first + 1, 1, 1, 5), (late, 1, 1, 1)]),
+            generation=g2,
+            n_classes=2,
         )
 
     with db.transaction(write=False) as conn:
@@ -131,7 +140,8 @@ def test_the_change_feed_returns_what_changed_after_a_generation(db: Database) -
     assert changes.generation == g2
     assert dict(zip(changes.token_ids.tolist(), changes.token_texts, strict=True)) == {late: "new"}
     changed = count_cells(changes)
-    assert changed == {(first + 1, 1, 1, 5), (late, 1, 1, 1)}
+    # Every class of each token changed after g1, as absolute values: "old" is not in it.
+    assert changed == {(first + 1, 0, 1, 2), (first + 1, 1, 1, 5), (late, 0, 0, 0), (late, 1, 1, 1)}
     assert sorted(everything.token_texts) == ["both", "new", "old"]
     assert len(everything.count_token_ids) == 4
 
@@ -148,11 +158,15 @@ def test_a_message_read_brings_its_known_tokens_rows_and_the_class_totals(db: Da
     with db.transaction() as conn:
         generation = next_generation(conn, model_id, created_at=created_at)
         rows = [(both, 0, 2, 5), (both, 1, 1, 1), (ham_only, 0, 3, 3), (first + 3, 1, 1, 1)]
-        add_token_counts(conn, model_id, delta([*rows, (zeroed, 1, 1, 2)]), generation=generation)
+        add_token_counts(
+            conn, model_id, delta([*rows, (zeroed, 1, 1, 2)]), generation=generation, n_classes=2
+        )
         add_class_totals(conn, model_id, class_docs=[3, 2], class_terms=[40, 17])
     with db.transaction() as conn:
         generation = next_generation(conn, model_id, created_at=created_at)
-        add_token_counts(conn, model_id, delta([(zeroed, 1, -1, -2)]), generation=generation)
+        add_token_counts(
+            conn, model_id, delta([(zeroed, 1, -1, -2)]), generation=generation, n_classes=2
+        )
 
     asked = ["zeroed", "unknown", "both", "no rows", "both", "ham only", "also unknown"]
     with db.transaction(write=False) as conn:
@@ -164,7 +178,7 @@ def test_a_message_read_brings_its_known_tokens_rows_and_the_class_totals(db: Da
     assert read.token_ids.tolist() == [both, ham_only, no_rows, zeroed]
     assert read.token_texts == ["both", "ham only", "no rows", "zeroed"]
     cells = count_cells(read)
-    assert cells == {(both, 0, 2, 5), (both, 1, 1, 1), (ham_only, 0, 3, 3), (zeroed, 1, 0, 0)}
+    assert cells == {(both, 0, 2, 5), (both, 1, 1, 1), (ham_only, 0, 3, 3)}  # zeroed: none
     whole_cells = count_cells(whole)
     assert cells == {cell for cell in whole_cells if cell[0] in read.token_ids.tolist()}
     assert read.class_docs.tolist() == [3, 2]
@@ -248,28 +262,52 @@ def test_another_runtime_notices_a_deleted_and_recreated_model(
 def rows_read_one_by_one(
     db: Database, model_id: int, since_generation: int
 ) -> tuple[dict[int, str], set[tuple[int, ...]]]:
-    """The reference: every token and count row changed after `since_generation`, as rows."""
-    with db.transaction(write=False) as conn:
-        texts = dict(
-            conn.exec_driver_sql(
-                "SELECT token_id, text FROM tokens WHERE model_id = %s AND generation > %s"
-                if conn.dialect.name == "postgresql"
-                else "SELECT token_id, text FROM tokens WHERE model_id = ? AND generation > ?",
-                (model_id, since_generation),
+    """The reference: every token changed after `since_generation` and its counts, decoded
+    here from the stored rows (chunks of 16 ids of two classes, the journal's cells): a
+    change feed's every class of a changed token, a whole model's cells that hold a count."""
+    postgresql = db.engine.dialect.name == "postgresql"
+
+    def rows(sql: str, *parameters: int) -> list[Any]:
+        with db.transaction(write=False) as conn:
+            return conn.exec_driver_sql(
+                sql.replace("?", "%s") if postgresql else sql, parameters
             ).all()
+
+    texts = dict(
+        rows(
+            "SELECT token_id, text FROM tokens WHERE model_id = ? AND generation > ?",
+            model_id,
+            since_generation,
         )
-        counts = set(
-            conn.exec_driver_sql(
-                "SELECT token_id, class_index, docs, terms FROM token_counts "
-                + (
-                    "WHERE model_id = %s AND generation > %s"
-                    if conn.dialect.name == "postgresql"
-                    else "WHERE model_id = ? AND generation > ?"
-                ),
-                (model_id, since_generation),
-            ).all()
-        )
-    return texts, counts
+    )
+    counts: dict[tuple[int, int], list[int]] = {}
+    generations: dict[int, int] = {}
+    for chunk, blob in rows("SELECT chunk, counts FROM count_chunks WHERE model_id = ?", model_id):
+        for slot, entry in enumerate(np.frombuffer(bytes(blob), "<i8").reshape(16, 5).tolist()):
+            if entry[4]:
+                token_id = 16 * chunk + slot
+                generations[token_id] = entry[4]
+                for class_index in (0, 1):
+                    counts[(token_id, class_index)] = [entry[class_index], entry[2 + class_index]]
+    journal = "SELECT generation, delta FROM count_journal WHERE model_id = ?"
+    for generation, blob in rows(journal, model_id):
+        for token_id, class_index, docs, terms in (
+            np.frombuffer(bytes(blob), "<i8").reshape(-1, 4).tolist()
+        ):
+            generations[token_id] = max(generations.get(token_id, 0), generation)
+            for other in (0, 1):
+                counts.setdefault((token_id, other), [0, 0])
+            counts[(token_id, class_index)][0] += docs
+            counts[(token_id, class_index)][1] += terms
+    if since_generation < 0:
+        cells = {(*cell, *value) for cell, value in counts.items() if value != [0, 0]}
+    else:
+        cells = {
+            (*cell, *value)
+            for cell, value in counts.items()
+            if generations[cell[0]] > since_generation
+        }
+    return texts, cells
 
 
 @pytest.mark.parametrize("id_range", [2, 500_000])
@@ -291,13 +329,18 @@ def test_the_bulk_read_of_a_model_equals_its_rows_read_one_by_one(
             model_id,
             delta([(first + i, i % 2, i + 1, 2 * i + 1) for i in range(len(texts))]),
             generation=g1,
+            n_classes=2,
         )
-        delete_tokens(conn, model_id, [first + 1, first + 5])
+        delete_tokens(conn, model_id, [first + 1, first + 5], generation=g1, n_classes=2)
     later = new_tokens(db, model_id, ["later\x1f", "más"])
     with db.transaction() as conn:
         g2 = next_generation(conn, model_id, created_at=created_at)
         add_token_counts(
-            conn, model_id, delta([(first, 1, 3, 3), (later + 1, 0, 1, 1)]), generation=g2
+            conn,
+            model_id,
+            delta([(first, 1, 3, 3), (later + 1, 0, 1, 1)]),
+            generation=g2,
+            n_classes=2,
         )
 
     for since in (-1, g1):
@@ -360,10 +403,11 @@ def test_bulk_writes_store_exactly_what_a_row_by_row_reference_computes(db: Data
                     add_terms = int(rng.integers(-terms, 6))
                     rows.append((token_id, class_index, add_docs, add_terms))
                     expected[(token_id, class_index)] = (docs + add_docs, terms + add_terms)
-                add_token_counts(conn, model_id, delta(rows), generation=generation)
+                add_token_counts(conn, model_id, delta(rows), generation=generation, n_classes=2)
 
+    held = {cell: counts for cell, counts in expected.items() if counts != (0, 0)}
     with db.transaction(write=False) as conn:
-        assert read_token_counts(conn, model_id, list(range(first, first + 8))) == expected
+        assert read_token_counts(conn, model_id, list(range(first, first + 8)), 2) == held
 
 
 def test_a_training_batch_stores_the_counts_its_ledger_implies(runtime: Runtime) -> None:
@@ -406,8 +450,9 @@ def test_a_model_loaded_part_by_part_equals_the_model_read_whole(
             model_id,
             delta([(first + i, i % 2, i + 1, 2 * i + 1) for i in range(len(texts))]),
             generation=generation,
+            n_classes=2,
         )
-        delete_tokens(conn, model_id, [first + 4])
+        delete_tokens(conn, model_id, [first + 4], generation=generation, n_classes=2)
     loads = []
     for id_range in (3, 500_000):
         monkeypatch.setattr(counts_module, "READ_ID_RANGE", id_range)
@@ -433,7 +478,9 @@ def test_postgresql_reads_a_message_by_probes_whatever_the_statistics(db: Databa
     first = new_tokens(db, model.id, ["a", "b"])
     with db.transaction() as conn:
         generation = next_generation(conn, model.id, created_at=model.created_at)
-        add_token_counts(conn, model.id, delta([(first, 0, 1, 1)]), generation=generation)
+        add_token_counts(
+            conn, model.id, delta([(first, 0, 1, 1)]), generation=generation, n_classes=2
+        )
 
     with db.transaction(write=False) as conn:
         jit = conn.exec_driver_sql("SHOW jit").scalar_one()
@@ -441,7 +488,7 @@ def test_postgresql_reads_a_message_by_probes_whatever_the_statistics(db: Databa
             row[0]
             for row in conn.exec_driver_sql(
                 "EXPLAIN " + counts_module._MESSAGE_ROWS_POSTGRESQL,
-                {"model": model.id, "texts": ["a", "b", "c"]},
+                {"model": model.id, "texts": ["a", "b", "c"], "width": 40},
             )
         )
         read = read_message_counts(conn, model.id, ["a", "b", "c"], n_classes=2)

@@ -29,7 +29,8 @@ def test_every_table_is_a_reference_table_or_distributed_by_model_id() -> None:
     assert {
         "class_totals",
         "tokens",
-        "token_counts",
+        "count_chunks",
+        "count_journal",
         "trained_messages",
         "classifications",
         "activity",
