@@ -119,17 +119,7 @@ def unpack_chunks(numbers: Sequence[int], blobs: Sequence[bytes], n_classes: int
         np.asarray(numbers, dtype=np.int64)[:, None] * CHUNK_IDS
         + np.arange(CHUNK_IDS, dtype=np.int64)
     ).ravel()
-    flat = table.reshape(-1, width)
-    order = np.argsort(token_ids, kind="stable")
-    token_ids, flat = token_ids[order], flat[order]
-    present = flat[:, -1] > 0
-    flat = flat[present]
-    return TokenEntries(
-        token_ids[present],
-        flat[:, :n_classes].astype(np.int64),
-        flat[:, n_classes : 2 * n_classes].astype(np.int64),
-        flat[:, -1].astype(np.int64),
-    )
+    return _present(token_ids, table.reshape(-1, width), n_classes)
 
 
 def unpack_entries(
@@ -137,17 +127,22 @@ def unpack_entries(
 ) -> TokenEntries:
     """Single tokens' entries, each cut from its chunk (None: no chunk holds it yet)."""
     width = entry_width(n_classes)
-    size = width * _INT.itemsize
-    empty = bytes(size)
+    empty = bytes(width * _INT.itemsize)
     table = np.frombuffer(
         b"".join(empty if blob is None else blob for blob in blobs), dtype=_INT
     ).reshape(-1, width)
+    return _present(token_ids, table, n_classes)
+
+
+def _present(token_ids: IntArray, table: NDArray[np.int64], n_classes: int) -> TokenEntries:
+    """The entries `table` (one row per token of `token_ids`) that are present (a generation
+    past 0), in ascending token ids."""
     order = np.argsort(token_ids, kind="stable")
-    table, ordered = table[order], token_ids[order]
+    token_ids, table = token_ids[order], table[order]
     present = table[:, -1] > 0
     table = table[present]
     return TokenEntries(
-        ordered[present],
+        token_ids[present],
         table[:, :n_classes].astype(np.int64),
         table[:, n_classes : 2 * n_classes].astype(np.int64),
         table[:, -1].astype(np.int64),

@@ -473,8 +473,18 @@ def read_changes(
     changed_ids = np.union1d(folded, later)
     journal = journal_entries(journal_rows, n_classes).among(changed_ids)
     changed = in_chunks.among(changed_ids).plus(journal)
-    count_token_ids, count_class_indices, count_docs, count_terms = changed.cells(every_class=True)
-    class_docs, class_terms = read_class_totals(conn, model_id, n_classes)
+    class_totals = read_class_totals(conn, model_id, n_classes)
+    return _changes(generation, token_ids, texts, changed.cells(every_class=True), class_totals)
+
+
+def _changes(
+    generation: int,
+    token_ids: IntArray,
+    texts: EncodedTexts,
+    cells: tuple[IntArray, IntArray, IntArray, IntArray],
+    class_totals: tuple[IntArray, IntArray],
+) -> CountChanges:
+    count_token_ids, count_class_indices, count_docs, count_terms = cells
     return CountChanges(
         generation=generation,
         token_ids=token_ids,
@@ -483,8 +493,8 @@ def read_changes(
         count_class_indices=count_class_indices,
         count_docs=count_docs,
         count_terms=count_terms,
-        class_docs=class_docs,
-        class_terms=class_terms,
+        class_docs=class_totals[0],
+        class_terms=class_totals[1],
     )
 
 
@@ -526,7 +536,7 @@ def read_model_parts(
         (last_chunk + 1) * CHUNK_IDS - 1,
         int(journal.token_ids.max()) if len(journal) else -1,
     )
-    class_docs, class_terms = read_class_totals(conn, model_id, n_classes)
+    class_totals = read_class_totals(conn, model_id, n_classes)
     for start in range(0, max(end + 1, 1), READ_ID_RANGE):
         stop = start + READ_ID_RANGE
         token_ids, texts = _read_texts(conn, reads, (model_id, start, stop))
@@ -535,20 +545,7 @@ def read_model_parts(
         )
         in_range = (journal.token_ids >= start) & (journal.token_ids < stop)
         entries = unpack_chunks(numbers, blobs, n_classes).plus(journal.where(in_range))
-        count_token_ids, count_class_indices, count_docs, count_terms = entries.cells(
-            every_class=False
-        )
-        yield CountChanges(
-            generation=generation,
-            token_ids=token_ids,
-            token_texts=texts,
-            count_token_ids=count_token_ids,
-            count_class_indices=count_class_indices,
-            count_docs=count_docs,
-            count_terms=count_terms,
-            class_docs=class_docs,
-            class_terms=class_terms,
-        )
+        yield _changes(generation, token_ids, texts, entries.cells(every_class=False), class_totals)
 
 
 def _fetch_chunks(
