@@ -294,7 +294,10 @@ class _Importer:
                 )
             except (TypeError, ValueError) as error:
                 raise InvalidInput(f"{where}: a {table} row cannot be read ({error})") from error
-        insert_rows(conn, table, self.model_id, decoded)
+        try:
+            insert_rows(conn, table, self.model_id, decoded)
+        except ValueError as error:  # counts no constraint of the database can check
+            raise InvalidInput(f"{where}: {error}") from error
         self.summary.rows[table] += len(decoded)
 
     def _end(self, where: str, record: dict[str, Any]) -> None:

@@ -272,8 +272,12 @@ def add_count_rows(
 ) -> None:
     """Add rows in the shape of `count_rows` to the model's counts (an import)."""
     token_ids, class_indices, docs, terms, generations = rows
-    if (docs < 0).any() or (terms < 0).any() or (generations < 1).any():
-        raise NegativeCount("a count row needs docs and terms >= 0 and a generation >= 1")
+    if (docs < 0).any() or (terms < 0).any():
+        raise NegativeCount("a count row holds a negative count")
+    if (token_ids < 0).any() or (generations < 1).any():
+        raise ValueError("a count row needs a token id >= 0 and a generation >= 1")
+    if ((class_indices < 0) | (class_indices >= n_classes)).any():
+        raise ValueError(f"a count row's class index is not one of the model's 0..{n_classes - 1}")
     entries = cell_entries(token_ids, class_indices, docs, terms, generations, n_classes=n_classes)
     _add_to_chunks(conn, model_id, entries, n_classes)
 

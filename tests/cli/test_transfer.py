@@ -223,7 +223,14 @@ def test_import_refuses_a_trained_model_unless_replace(cli: Cli, tmp_path: Path)
 
 @pytest.mark.parametrize(
     "damage",
-    ["drop the end line", "cut a rows line", "not json", "another format"],
+    [
+        "drop the end line",
+        "cut a rows line",
+        "not json",
+        "another format",
+        "a negative count",
+        "a class the model has not",
+    ],
 )
 @pytest.mark.slow
 def test_a_damaged_export_imports_nothing(cli: Cli, tmp_path: Path, damage: str) -> None:
@@ -235,6 +242,12 @@ def test_a_damaged_export_imports_nothing(cli: Cli, tmp_path: Path, damage: str)
         lines = [line for line in lines if b'"table":"tokens"' not in line]
     elif damage == "not json":
         lines[3] = lines[3][:-5]
+    elif damage in ("a negative count", "a class the model has not"):
+        at = next(i for i, line in enumerate(lines) if b'"table":"token_counts"' in line)
+        record = json.loads(lines[at])
+        column = 2 if damage == "a negative count" else 1  # docs, or the class index
+        record["rows"][-1][column] = -1 if damage == "a negative count" else 7
+        lines[at] = json.dumps(record, separators=(",", ":")).encode()
     else:
         lines[0] = lines[0].replace(b"spamsift-export", b"other-export")
     target = Cli(f"sqlite:///{tmp_path}/damaged.db", cli.cwd)
@@ -245,6 +258,8 @@ def test_a_damaged_export_imports_nothing(cli: Cli, tmp_path: Path, damage: str)
 
     assert completed.returncode == 1
     assert completed.stderr
+    if damage in ("a negative count", "a class the model has not"):
+        assert b"count row" in completed.stderr, completed.stderr
     assert all_rows(target.database_url) == before
 
 
