@@ -178,13 +178,21 @@ def _mail_system(folder: Path, sqlite_template: Path) -> Iterator[MailSystem]:
     }
     with running_server(database_url, server_folder) as url:
         train = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {keys['admin']}"})
-        for i in range(20):
-            for label, raw in (("spam", spam_bytes(i)), ("ham", ham_bytes(i))):
-                answer = train.post(
-                    f"/train?label={label}", content=raw, headers={"content-type": "message/rfc822"}
-                )
-                assert answer.status_code == 200, answer.text
-        train.close()
+        try:
+            for i in range(20):
+                for label, raw in (("spam", spam_bytes(i)), ("ham", ham_bytes(i))):
+                    answer = train.post(
+                        f"/train?label={label}",
+                        content=raw,
+                        headers={"content-type": "message/rfc822"},
+                    )
+                    assert answer.status_code == 200, answer.text
+        except httpx.TransportError as error:  # say what the server said, not only the client
+            logs = "\n".join(log.read_text()[-4000:] for log in server_folder.glob("*.log"))
+            message = f"training through spamsift serve failed: {error}\n{logs}"
+            raise AssertionError(message) from error
+        finally:
+            train.close()
         installed = install(
             folder / "installed",
             url=url,
