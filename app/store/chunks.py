@@ -160,12 +160,10 @@ def delta_cells(blob: bytes) -> int:
     return len(blob) // (_CELL_COLUMNS * _INT.itemsize)
 
 
-def journal_entries(
-    rows: Sequence[tuple[int, bytes]], n_classes: int, *, after: int = -1
-) -> TokenEntries:
-    """The summed deltas of journal rows (generation, delta) later than `after`, per token,
-    each with the last generation that changed it."""
-    kept = [(generation, blob) for generation, blob in rows if generation > after and blob]
+def journal_entries(rows: Sequence[tuple[int, bytes]], n_classes: int) -> TokenEntries:
+    """The summed deltas of journal rows (generation, delta), per token, each with the last
+    generation that changed it."""
+    kept = [(generation, blob) for generation, blob in rows if blob]
     if not kept:
         return TokenEntries.empty(n_classes)
     cells = np.frombuffer(b"".join(bytes(blob) for _, blob in kept), dtype=_INT).reshape(

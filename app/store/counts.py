@@ -467,16 +467,15 @@ def read_changes(
     numbers, blobs = _chunk_rows(conn, _CHUNKS_SINCE, (model_id, since_generation))
     in_chunks = unpack_chunks(numbers, blobs, n_classes)
     folded = in_chunks.token_ids[in_chunks.generations > since_generation]
-    journal_rows = _journal_rows(conn, model_id)
-    later = journal_entries(journal_rows, n_classes, after=since_generation).token_ids
+    journal = journal_entries(_journal_rows(conn, model_id), n_classes)
+    later = journal.token_ids[journal.generations > since_generation]  # a row after it
     unread = np.setdiff1d(np.unique(chunk_of(later)), numbers)
     stored = _chunks_by_number(conn, model_id, unread)
     in_chunks = in_chunks.plus(  # other chunks: other tokens
         unpack_chunks([n for n, _ in stored], [b for _, b in stored], n_classes)
     )
     changed_ids = np.union1d(folded, later)
-    journal = journal_entries(journal_rows, n_classes).among(changed_ids)
-    changed = in_chunks.among(changed_ids).plus(journal)
+    changed = in_chunks.among(changed_ids).plus(journal.among(changed_ids))
     class_totals = read_class_totals(conn, model_id, n_classes)
     return _changes(generation, token_ids, texts, changed.cells(every_class=True), class_totals)
 
