@@ -164,7 +164,9 @@ def _contents(conn: Connection, model: str) -> CountChanges:
     ).one()
     if "count_chunks" not in inspect(conn).get_table_names():
         return _rows_before_chunks(conn, model_id, len(classes))
-    return read_changes(conn, model_id, since_generation=-1, generation=0, n_classes=len(classes))
+    return read_changes(
+        conn, model_id, since_generation=-1, held_tokens=0, generation=0, n_classes=len(classes)
+    )
 
 
 def _rows_before_chunks(conn: Connection, model_id: int, n_classes: int) -> CountChanges:

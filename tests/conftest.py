@@ -72,6 +72,23 @@ def postgres_database() -> Iterator[Database]:
         db.dispose()
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
+def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    """A database with no table at all, for the migration tests; PostgreSQL: a throw-away
+    database on the test server."""
+    if request.param == "sqlite":
+        database = Database(f"sqlite:///{tmp_path / 'empty.db'}")
+        yield database
+        database.dispose()
+        return
+    if not POSTGRES_URL:
+        pytest.skip("PostgreSQL tests need SPAMSIFT_TEST_POSTGRES_URL")
+    with throwaway_database(POSTGRES_URL, "spamsift_migrations") as url:
+        database = Database(url)
+        yield database
+        database.dispose()
+
+
 def empty_postgres(db: Database) -> None:
     names = ", ".join(table.name for table in metadata.sorted_tables)
     with db.transaction() as conn:

@@ -10,9 +10,7 @@ a chunk its docs per class, its terms per class and its generation, little-endia
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +20,6 @@ from sqlalchemy.exc import IntegrityError
 from app.store.engine import Database
 from app.store.migrate import downgrade_schema, upgrade_schema
 from app.store.schema_version import current_revision
-from tests.postgres import POSTGRES_URL, throwaway_database
 
 REVISION = "0009"
 BEFORE = "0008"
@@ -69,22 +66,6 @@ models = table(
     column("n_tokens", BigInteger),
     column("created_at", DateTime(timezone=True)),
 )
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
-def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
-    """A database with no table at all; PostgreSQL: a throw-away database on the test server."""
-    if request.param == "sqlite":
-        database = Database(f"sqlite:///{tmp_path / 'counts.db'}")
-        yield database
-        database.dispose()
-        return
-    if not POSTGRES_URL:
-        pytest.skip("PostgreSQL tests need SPAMSIFT_TEST_POSTGRES_URL")
-    with throwaway_database(POSTGRES_URL, "spamsift_count_chunks") as url:
-        database = Database(url)
-        yield database
-        database.dispose()
 
 
 @pytest.fixture

@@ -3,10 +3,6 @@ the tables of app.store.tables are exactly what the migrations build."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -18,25 +14,8 @@ from app.store.migrate import alembic_config, downgrade_schema, upgrade_schema
 from app.store.schema_version import SCHEMA_REVISION, current_revision, schema_state
 from app.store.tables import metadata
 from tests.builders import stored_counts, train_examples
-from tests.postgres import POSTGRES_URL, throwaway_database
 
 HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
-    """A database with no table at all; PostgreSQL: a throw-away database on the test server."""
-    if request.param == "sqlite":
-        db = Database(f"sqlite:///{tmp_path / 'empty.db'}")
-        yield db
-        db.dispose()
-        return
-    if not POSTGRES_URL:
-        pytest.skip("PostgreSQL tests need SPAMSIFT_TEST_POSTGRES_URL")
-    with throwaway_database(POSTGRES_URL, "spamsift_migrations") as url:
-        db = Database(url)
-        yield db
-        db.dispose()
 
 
 def table_names(db: Database) -> set[str]:

@@ -174,6 +174,7 @@ class LiveModel:
                 conn,
                 self.id,
                 since_generation=since,
+                held_tokens=self.table.n_tokens,
                 generation=generation,
                 n_classes=len(self.classes),
             ),

@@ -406,15 +406,15 @@ class _BulkReads:
     tokens_by_length: str  # ids, byte lengths, texts (when a text holds the terminator)
 
 
-def _bulk_reads(dialect: str, *, ranged: bool) -> _BulkReads:
+_NO_TOKEN_ID = 2**63 - 1  # above every token id: the open end of a range
+
+
+def _bulk_reads(dialect: str) -> _BulkReads:
+    """The reads of a range of token ids, on the primary key (a change feed's new tokens are
+    a range too: ids are given out in generation order)."""
     sql = _AGGREGATE["postgresql" if dialect == "postgresql" else "sqlite"]
     join = sql["join"].format
-    # A range is read on the primary key; a change feed on the generation index.
-    where = (
-        "WHERE model_id = ? AND token_id >= ? AND token_id < ?"
-        if ranged
-        else "WHERE model_id = ? AND generation > ?"
-    )
+    where = "WHERE model_id = ? AND token_id >= ? AND token_id < ?"
     reads = _BulkReads(
         tokens=f"SELECT {join('token_id')}, {sql['terminated'].format('text')} "
         f"FROM {tokens.name} {where}",
@@ -450,20 +450,30 @@ def _numbers(joined: str | None) -> IntArray:
 
 
 def read_changes(
-    conn: Connection, model_id: int, *, since_generation: int, generation: int, n_classes: int
+    conn: Connection,
+    model_id: int,
+    *,
+    since_generation: int,
+    held_tokens: int,
+    generation: int,
+    n_classes: int,
 ) -> CountChanges:
-    """Read, in the caller's snapshot, everything changed after `since_generation`.
+    """Read, in the caller's snapshot, everything changed after `since_generation`, for a
+    reader that holds the model at that generation, token ids below `held_tokens` with it.
 
     With `since_generation = -1` this is the whole model (the parts of `read_model_parts` in
-    one). A change feed is the new tokens (on the generation index), the chunks folded after
-    it and the journal: a token changed after `since_generation` has its entry's generation,
-    or a journal row's, past it, and its value is its entry plus the whole journal.
+    one). A change feed is the new tokens, the chunks folded after it and the journal. New
+    tokens are those from `held_tokens` on: ids are given out under the model's row lock, so
+    a later write's are above every earlier write's (expiry deletes tokens, but it moves the
+    model's epoch, and a reader then loads the model anew). A token changed after
+    `since_generation` has its entry's generation, or a journal row's, past it, and its value
+    is its entry plus the whole journal.
     """
     if since_generation < 0:
         parts = list(read_model_parts(conn, model_id, generation=generation, n_classes=n_classes))
         return _joined(parts, generation)
-    reads = _bulk_reads(conn.dialect.name, ranged=False)
-    token_ids, texts = _read_texts(conn, reads, (model_id, since_generation))
+    reads = _bulk_reads(conn.dialect.name)
+    token_ids, texts = _read_texts(conn, reads, (model_id, held_tokens, _NO_TOKEN_ID))
     numbers, blobs = _chunk_rows(conn, _CHUNKS_SINCE, (model_id, since_generation))
     in_chunks = unpack_chunks(numbers, blobs, n_classes)
     folded = in_chunks.token_ids[in_chunks.generations > since_generation]
@@ -531,7 +541,7 @@ def read_model_parts(
     objects at a time, not a million of them (64 MB of small blocks whose freed arenas the
     objects made meanwhile kept resident, ~11 bytes a token).
     """
-    reads = _bulk_reads(conn.dialect.name, ranged=True)
+    reads = _bulk_reads(conn.dialect.name)
     journal = journal_entries(_journal_rows(conn, model_id), n_classes)
     last_chunk = conn.exec_driver_sql(_sql(conn, _MAX_CHUNK), (model_id,)).scalar_one()
     end = max(

@@ -97,6 +97,11 @@ def _model_key() -> Column[int]:
     return Column("model_id", Integer, primary_key=True, autoincrement=False)
 
 
+# A model's token texts under their ids. Training adds ~100 rows a message, so each B-tree
+# costs: on SQLite the table is its primary key (WITHOUT ROWID: no separate key index, and
+# the text's unique index carries the id, so a lookup by text reads the index alone), and no
+# index serves the change feed, which reads new tokens as a range of ids (ids are given out
+# in generation order). `generation` is the write that added the token.
 tokens = Table(
     "tokens",
     metadata,
@@ -105,7 +110,7 @@ tokens = Table(
     Column("text", String(MAX_TOKEN_BYTES), nullable=False),
     Column("generation", BigInteger, nullable=False),
     UniqueConstraint("model_id", "text", name="uq_tokens_model_id_text"),
-    Index("ix_tokens_model_id_generation", "model_id", "generation"),
+    sqlite_with_rowid=False,
 )
 
 # A model's counts, CHUNK_IDS token ids a row (app.store.chunks): per token its docs and terms

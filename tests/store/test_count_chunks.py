@@ -70,6 +70,7 @@ class Writer:
         self.changed_at: dict[int, int] = {}
         self.n_tokens = 0
         self.generation = 0
+        self.ids_given: dict[int, int] = {-1: 0}  # generation: token ids given out by then
 
     def write(self, new: int, rows: list[tuple[int, int, int, int]], *, delete: list[int]) -> int:
         """Give `new` tokens ids, add `rows` (token id, class, docs, terms), delete tokens."""
@@ -93,6 +94,7 @@ class Writer:
             row.save(conn)
         self.n_tokens += new
         self.generation = row.generation
+        self.ids_given[row.generation] = self.n_tokens
         for token_id in delete:
             for class_index in range(N_CLASSES):
                 self.cells.pop((token_id, class_index), None)
@@ -109,6 +111,7 @@ class Writer:
                 conn,
                 self.model_id,
                 since_generation=since,
+                held_tokens=self.ids_given[since],
                 generation=self.generation,
                 n_classes=N_CLASSES,
             )
@@ -165,8 +168,12 @@ def check_reads(writer: Writer, snapshots: dict[int, Cells]) -> None:
     expected = held(writer.cells)
     assert held(cells_of(writer.read(-1))) == expected
     for generation, cells in snapshots.items():
-        caught_up = {**cells, **cells_of(writer.read(generation))}
+        changes = writer.read(generation)
+        caught_up = {**cells, **cells_of(changes)}
         assert held(caught_up) == expected, generation
+        new_ids = range(writer.ids_given[generation], writer.n_tokens)
+        new_tokens = dict(zip(changes.token_ids.tolist(), changes.token_texts, strict=True))
+        assert new_tokens == {token_id: f"t{token_id}" for token_id in new_ids}
     with writer.db.transaction(write=False) as conn:
         ages = read_token_ages(conn, writer.model_id, N_CLASSES)
         asked = [f"t{token_id}" for token_id in range(0, writer.n_tokens, 3)] + ["unknown"]

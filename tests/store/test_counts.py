@@ -134,8 +134,12 @@ def test_the_change_feed_returns_what_changed_after_a_generation(db: Database) -
         )
 
     with db.transaction(write=False) as conn:
-        changes = read_changes(conn, model_id, since_generation=g1, generation=g2, n_classes=2)
-        everything = read_changes(conn, model_id, since_generation=-1, generation=g2, n_classes=2)
+        changes = read_changes(
+            conn, model_id, since_generation=g1, held_tokens=late, generation=g2, n_classes=2
+        )
+        everything = read_changes(
+            conn, model_id, since_generation=-1, held_tokens=0, generation=g2, n_classes=2
+        )
 
     assert changes.generation == g2
     assert dict(zip(changes.token_ids.tolist(), changes.token_texts, strict=True)) == {late: "new"}
@@ -172,7 +176,7 @@ def test_a_message_read_brings_its_known_tokens_rows_and_the_class_totals(db: Da
     with db.transaction(write=False) as conn:
         read = read_message_counts(conn, model_id, asked, n_classes=2)
         whole = read_changes(
-            conn, model_id, since_generation=-1, generation=generation, n_classes=2
+            conn, model_id, since_generation=-1, held_tokens=0, generation=generation, n_classes=2
         )
 
     assert read.token_ids.tolist() == [both, ham_only, no_rows, zeroed]
@@ -343,10 +347,16 @@ def test_the_bulk_read_of_a_model_equals_its_rows_read_one_by_one(
             n_classes=2,
         )
 
-    for since in (-1, g1):
+    # A reader at g1 holds the ids given out by then: every id below `later`.
+    for since, held_tokens in ((-1, 0), (g1, later)):
         with db.transaction(write=False) as conn:
             changes = read_changes(
-                conn, model_id, since_generation=since, generation=g2, n_classes=2
+                conn,
+                model_id,
+                since_generation=since,
+                held_tokens=held_tokens,
+                generation=g2,
+                n_classes=2,
             )
         expected_texts, expected_counts = rows_read_one_by_one(db, model_id, since)
         got = dict(zip(changes.token_ids.tolist(), changes.token_texts, strict=True))
@@ -382,7 +392,9 @@ def test_bulk_writes_store_exactly_what_a_row_by_row_reference_computes(db: Data
     later = new_tokens(db, model_id, texts[4:])
     assert later == first + 4
     with db.transaction(write=False) as conn:
-        model = read_changes(conn, model_id, since_generation=-1, generation=0, n_classes=2)
+        model = read_changes(
+            conn, model_id, since_generation=-1, held_tokens=0, generation=0, n_classes=2
+        )
     stored = dict(zip(model.token_ids.tolist(), model.token_texts, strict=True))
     assert stored == {first + i: text for i, text in enumerate(texts)}
 
