@@ -244,3 +244,37 @@ def test_a_journal_of_one_generation_twice_is_folded(
 
     assert held(cells_of(writer.read(-1))) == {(0, 0): (1, 1), (0, 1): (2, 3), (1, 1): (2, 3)}
     assert writer.journal_rows() == 0
+
+
+class RolledBack(Exception):
+    pass
+
+
+def fold_then_fail(writer: Writer) -> None:
+    """A write whose counts are folded, in a transaction that then fails."""
+    with writer.db.transaction() as conn:
+        row = lock_model_row(conn, writer.model_id, created_at=writer.created_at)
+        delta = CountDelta(*(np.array([value]) for value in (1, 2, 5, 5)))
+        add_token_counts(
+            conn, writer.model_id, delta, generation=row.generation, n_classes=N_CLASSES
+        )
+        raise RolledBack
+
+
+def test_a_fold_rolled_back_leaves_nothing_and_the_next_fold_on_its_connection_works(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first fold of a connection rolled back (on PostgreSQL, with the temporary table
+    it made for its rows), the next fold on that connection stores its counts alone."""
+    monkeypatch.setattr(counts_module, "JOURNAL_CELLS", 0)
+    fresh = Database(database_url)  # a connection no fold has used yet
+    try:
+        writer = Writer(fresh, "rolled back")
+        with pytest.raises(RolledBack):
+            fold_then_fail(writer)
+        writer.write(2, [(0, 0, 1, 1), (1, 1, 2, 3)], delete=[])
+        writer.write(0, [(0, 0, 1, 1)], delete=[])
+
+        assert held(cells_of(writer.read(-1))) == {(0, 0): (2, 2), (1, 1): (2, 3)}
+    finally:
+        fresh.dispose()
