@@ -98,10 +98,9 @@ def _model_key() -> Column[int]:
 
 
 # A model's token texts under their ids. Training adds ~100 rows a message, so each B-tree
-# costs: on SQLite the table is its primary key (WITHOUT ROWID: no separate key index, and
-# the text's unique index carries the id, so a lookup by text reads the index alone), and no
-# index serves the change feed, which reads new tokens as a range of ids (ids are given out
-# in generation order). `generation` is the write that added the token.
+# costs: on SQLite the table is its primary key (WITHOUT ROWID: no row id B-tree beside it),
+# and no index serves the change feed, which reads new tokens as a range of ids (ids are
+# given out in generation order). `generation` is the write that added the token.
 tokens = Table(
     "tokens",
     metadata,

@@ -5,8 +5,7 @@ Training adds about a hundred tokens a message, and each row went into four B-tr
 three on PostgreSQL. The change feed was the generation index's only reader; it now reads a
 reader's new tokens as the ids above those it holds (ids are given out under the model's row
 lock, in generation order). On SQLite the table becomes its primary key (WITHOUT ROWID): no
-separate key index, and the text's unique index then carries the token id, so a lookup by
-text reads that index alone (docs/performance.md, "The tokens table").
+row id B-tree beside the key's (docs/performance.md, "The tokens table").
 
 PostgreSQL drops (or, downgraded, builds) the index in place. SQLite builds the table anew
 and copies its rows, in key order, in the migration's one transaction (a few seconds per
