@@ -118,7 +118,7 @@ _CHUNKS_UPSERT = (
     "ON CONFLICT (model_id, chunk) DO UPDATE SET generation = excluded.generation, "
     "counts = excluded.counts"
 )
-_CHUNKS_WRITE = (
+_CHUNKS_WRITE_SQLITE = (
     f"INSERT INTO {count_chunks.name} (model_id, chunk, generation, counts) VALUES (?, ?, ?, ?) "
     f"{_CHUNKS_UPSERT}"
 )
@@ -269,7 +269,7 @@ def _write_chunks(
     in place of what they held."""
     if conn.dialect.name != "postgresql":
         conn.exec_driver_sql(
-            _CHUNKS_WRITE,
+            _CHUNKS_WRITE_SQLITE,
             [
                 (model_id, number, generation, blob)
                 for number, generation, blob in zip(
