@@ -19,7 +19,7 @@ from app.errors import InvalidMessage, MessageTooLarge
 from app.text import HashedTokens, TokenizerLimits, hash_raw, hash_text
 from app.text import token_digest as token_digest  # the key's digest, for callers of this module
 from app.text.core import TokenCore
-from app.text.features import FEATURE_PREFIX, mail_features
+from app.text.features import FEATURE_PREFIX, header_end, mail_features
 
 MAX_MESSAGE_ID_CHARS = 255
 # A message's numeric attributes (`Message.attributes`): at most this many, each name 1-64
@@ -192,8 +192,8 @@ def body_digest(raw: bytes) -> str:
     was: the message's Message-ID with this digest finds its classification in the copy a
     user reports, where the digest of all its tokens (the message key) differs.
     """
-    ends = [end + len(blank) for blank in (b"\n\n", b"\n\r\n") if (end := raw.find(blank)) >= 0]
-    body = raw[min(ends) :] if ends else raw
+    end, length = header_end(raw)
+    body = raw if end < 0 else raw[end + length :]  # no empty line: the whole message
     return hashlib.sha256(body.replace(b"\r\n", b"\n").rstrip()).hexdigest()
 
 

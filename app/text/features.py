@@ -22,18 +22,25 @@ import re
 FEATURE_PREFIX = "mail:"
 
 _TAG = re.compile(rb"<[a-zA-Z/!][^<>]{0,2000}>")
-_FIELD_START = re.compile(rb"^([!-9;-~]+):", re.MULTILINE)
+# A field starts at a line's start with its name and a colon; its value runs to the next
+# field's start (continuation lines, and any line that starts no field, included). A name
+# holds no colon, so "\nreceived:" in the lowered header, a newline put before its first
+# line, is a Received field and nothing longer: counted as bytes, no regular expression
+# tried at every position.
+_FIELD_START = re.compile(rb"^[!-9;-~]+:", re.MULTILINE)
+_RECIPIENT_FIELD = re.compile(rb"\n(?:to|cc):")
 _ADDRESS = re.compile(rb"[^\s<>,;:\"'@]+@[^\s<>,;:\"'@]+")
 
 
 def mail_features(raw: bytes, *, max_scan_bytes: int) -> dict[str, float]:
     """The message's own features (see the module's docstring); never raise."""
-    head, body = _split(raw)
+    head, body = head_and_body(raw)
     scanned = body[:max_scan_bytes]
     tags = sum(len(match) for match in _TAG.findall(scanned))
-    fields = _fields(head)
-    recipients = sum(len(_ADDRESS.findall(value)) for name, value in fields if name in _RECIPIENT)
-    hops = sum(1 for name, _ in fields if name == b"received")
+    head = b"\n" + head
+    lowered = head.lower()
+    recipients = sum(len(_ADDRESS.findall(value)) for value in _recipient_values(head, lowered))
+    hops = lowered.count(b"\nreceived:")
     return {
         f"{FEATURE_PREFIX}html_share": tags / len(scanned) if scanned else 0.0,
         f"{FEATURE_PREFIX}log_links": math.log2(1 + _links(scanned)),
@@ -41,9 +48,6 @@ def mail_features(raw: bytes, *, max_scan_bytes: int) -> dict[str, float]:
         f"{FEATURE_PREFIX}log_size": math.log2(1 + len(raw)),
         f"{FEATURE_PREFIX}received_hops": float(hops),
     }
-
-
-_RECIPIENT = frozenset({b"to", b"cc"})
 
 
 def _links(body: bytes) -> int:
@@ -54,20 +58,30 @@ def _links(body: bytes) -> int:
     return lowered.count(b"http://") + lowered.count(b"https://") + lowered.count(b"www.")
 
 
-def _split(raw: bytes) -> tuple[bytes, bytes]:
-    """The header block and the body, at the first empty line (LF or CRLF)."""
-    ends = [(end, len(blank)) for blank in (b"\n\n", b"\n\r\n") if (end := raw.find(blank)) >= 0]
-    if not ends:
-        return raw, b""
-    end, length = min(ends)
-    return raw[:end], raw[end + length :]
+def header_end(raw: bytes) -> tuple[int, int]:
+    """Where the first empty line of raw mail starts, and its length (LF or CRLF: 2 or 3);
+    (-1, 0) when it has none."""
+    end = raw.find(b"\n\n")
+    # The CRLF form only up to the LF one: most mail has none, and looking through the whole
+    # message for it cost more than all the rest of these features.
+    crlf = raw.find(b"\n\r\n", 0, len(raw) if end < 0 else end + 1)
+    if crlf >= 0:
+        return crlf, 3
+    return (end, 2) if end >= 0 else (-1, 0)
 
 
-def _fields(head: bytes) -> list[tuple[bytes, bytes]]:
-    """(lower-case name, value with its continuation lines) of each header field."""
-    starts = list(_FIELD_START.finditer(head))
-    ends = [match.start() for match in starts[1:]] + [len(head)]
-    return [
-        (match.group(1).lower(), head[match.end() : end])
-        for match, end in zip(starts, ends[: len(starts)], strict=True)
-    ]
+def head_and_body(raw: bytes) -> tuple[bytes, bytes]:
+    """The header block and the body, at the first empty line; all header when none."""
+    end, length = header_end(raw)
+    return (raw, b"") if end < 0 else (raw[:end], raw[end + length :])
+
+
+def _recipient_values(head: bytes, lowered: bytes) -> list[bytes]:
+    """The values of the To and Cc fields of `head` (which starts with a newline; `lowered`
+    is it in lower case), each with its continuation lines: only these fields' ends are
+    looked for (splitting every field out took 90 % of these features)."""
+    values = []
+    for field in _RECIPIENT_FIELD.finditer(lowered):
+        after = _FIELD_START.search(head, field.end())
+        values.append(head[field.end() : after.start() if after else len(head)])
+    return values
