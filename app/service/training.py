@@ -694,7 +694,7 @@ def _require_tokens(
             f"{where}tokenizing the message took longer than the time budget of "
             f"{rt.settings.train_time_budget_seconds:g} s; nothing was trained, retry later"
         )
-    found = evidence_count(message.tokens)  # word pairs and shape tokens not counted
+    found = evidence_count(message.tokens, core=rt.core)  # no word pairs nor shape tokens
     options = parse_config(live.options, classes=live.classes)
     needed = options.min_train_tokens or (1 if message.from_text else rt.settings.min_train_tokens)
     if found < needed:

@@ -637,6 +637,31 @@ def count_prefixed(tokens, prefixes) -> int:
     return count
 
 
+
+def count_prefixed_utf8(bytes utf8, offsets, prefixes) -> int:
+    """counts.count_prefixed_utf8: how many of the tokens in `utf8` (token i from
+    `offsets[i]` to `offsets[i + 1]`) start with `prefixes` (one, or a tuple)."""
+    cdef tuple wanted = tuple(
+        prefix.encode("utf-8", "surrogatepass")
+        for prefix in ((prefixes,) if isinstance(prefixes, str) else prefixes)
+    )
+    cdef const int64_t[::1] bounds = np.ascontiguousarray(offsets, dtype=np.int64)
+    cdef const uint8_t *data = <const uint8_t *>PyBytes_AS_STRING(utf8)
+    cdef Py_ssize_t n = bounds.shape[0] - 1, i, count = 0, length, size
+    cdef bytes prefix
+    if n >= 0 and (bounds[0] < 0 or bounds[n] > len(utf8)):
+        raise ValueError("offsets must ascend within the UTF-8")
+    for i in range(n):
+        length = bounds[i + 1] - bounds[i]
+        if length < 0:
+            raise ValueError("offsets must ascend within the UTF-8")
+        for prefix in wanted:
+            size = len(prefix)
+            if size <= length and memcmp(data + bounds[i], PyBytes_AS_STRING(prefix), size) == 0:
+                count += 1
+                break
+    return count
+
 cdef struct _Buffer:
     char *data
     Py_ssize_t size

@@ -76,6 +76,7 @@ class TokenCore:
     content_fields: Callable[[Sequence[tuple[str, str]]], tuple[str | None, str | None, str]]
     pair_tokens: Callable[[list[str], int], list[str]]
     count_prefixed: Callable[[Iterable[str], str | tuple[str, ...]], int]
+    count_prefixed_utf8: Callable[[bytes, NDArray[np.int64], str | tuple[str, ...]], int]
     token_lines: Callable[[dict[str, int]], bytes]
     # This thread's counter, emptied; None in the Python core, whose hash path is the
     # reference: the string tokens, each hashed (tokenize.hash_raw).
@@ -92,6 +93,7 @@ PYTHON = TokenCore(
     content_fields=headers.content_fields,
     pair_tokens=pairs.pair_tokens,
     count_prefixed=counts.count_prefixed,
+    count_prefixed_utf8=counts.count_prefixed_utf8,
     token_lines=counts.token_lines,
     hash_counter=None,
 )

@@ -99,6 +99,13 @@ class HashedTokens:
                 self._encoded = EncodedTexts.from_strings(list(self.token_counts))
         return self._encoded
 
+    def count_prefixed(self, prefixes: str | tuple[str, ...], *, core: TokenCore) -> int:
+        """How many of the distinct tokens start with `prefixes`: read off the core's UTF-8
+        where it gave it (no `str` per token, no array made), else off the texts."""
+        if self._utf8 is not None:
+            return core.count_prefixed_utf8(*self._utf8, prefixes)
+        return core.count_prefixed(self.token_counts, prefixes)
+
     def hashed_texts(self) -> HashedTexts:
         """The distinct tokens as a writer looks them up: UTF-8 and hashes."""
         return HashedTexts(self.hashes, self.encoded())

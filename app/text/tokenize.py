@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from functools import partial
 from itertools import islice
 
-import numpy as np
-
 from app.text import defects
 from app.text.core import TokenCore, TokenSink
 from app.text.families import ALL_FAMILIES, DERIVED_PREFIXES, Family
@@ -111,13 +109,13 @@ def link_tokens(links: Iterable[str], limits: TokenizerLimits) -> list[str]:
     return tokens
 
 
-def evidence_count(tokens: HashedTokens) -> int:
+def evidence_count(tokens: HashedTokens, *, core: TokenCore) -> int:
     """Return the distinct tokens read from a message, without word pairs and shape tokens.
 
     What a floor on the tokens needed to train counts: pairs and shape add no evidence of
     their own to a message of too few words.
     """
-    return len(tokens) - int(np.count_nonzero(tokens.encoded().starting_with(DERIVED_PREFIXES)))
+    return len(tokens) - tokens.count_prefixed(DERIVED_PREFIXES, core=core)
 
 
 def token_lines(token_counts: dict[str, int], *, core: TokenCore) -> bytes:

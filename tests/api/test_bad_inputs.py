@@ -173,9 +173,9 @@ def test_a_bad_message_is_answered_as_documented_and_stored_safely(
             assert bad.defects <= set(classified.json()["defects"])
 
             trained = train(client, form, message)
-            if evidence_count(hash_raw(message, limits=limits, core=TOKEN_CORE)) >= (
-                config.min_train_tokens
-            ):
+            if evidence_count(
+                hash_raw(message, limits=limits, core=TOKEN_CORE), core=TOKEN_CORE
+            ) >= (config.min_train_tokens):
                 assert trained.status_code == 200, trained.text
                 assert trained.json()["defects"] == list(expected.defects)
             else:
@@ -183,7 +183,11 @@ def test_a_bad_message_is_answered_as_documented_and_stored_safely(
                 assert error_code(trained) == "too_few_tokens"
         assert_database_clean(client)
 
-    if 0 < evidence_count(hash_raw(raw, limits=limits, core=TOKEN_CORE)) < config.min_train_tokens:
+    if (
+        0
+        < evidence_count(hash_raw(raw, limits=limits, core=TOKEN_CORE), core=TOKEN_CORE)
+        < config.min_train_tokens
+    ):
         # Refused for too few tokens above: where any token is enough, its tokens are stored.
         with app_client(bad_input_settings(settings, min_train_tokens=1)) as client:
             trained = train(client, "rfc822", raw)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -265,6 +266,26 @@ def test_prefixed_tokens_are_counted_the_same_both_ways(tokens, prefixes):
     assert COMPILED.count_prefixed(dict.fromkeys(tokens, 1), prefixes) == (
         core.PYTHON.count_prefixed(dict.fromkeys(tokens, 1), prefixes)
     )
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(token_keys, max_size=40), prefix_sets)
+def test_prefixed_tokens_in_utf8_are_counted_as_their_texts_are(tokens, prefixes):
+    encoded = [token.encode("utf-8", "surrogatepass") for token in tokens]
+    offsets = np.cumsum([0, *map(len, encoded)])
+    utf8 = b"".join(encoded)
+    expected = core.PYTHON.count_prefixed(tokens, prefixes)
+    assert core.PYTHON.count_prefixed_utf8(utf8, offsets, prefixes) == expected
+    assert COMPILED.count_prefixed_utf8(utf8, offsets, prefixes) == expected
+
+
+@pytest.mark.parametrize(
+    "offsets", [[0, 3, 2], [-1, 2], [0, 9]], ids=["descending", "negative", "past the end"]
+)
+def test_offsets_outside_the_utf8_are_refused_both_ways(offsets):
+    for token_core in (core.PYTHON, COMPILED):
+        with pytest.raises(ValueError, match="offsets must ascend"):
+            token_core.count_prefixed_utf8(b"abcd", np.array(offsets), "a")
 
 
 @pytest.mark.slow

@@ -99,5 +99,5 @@ def test_links_count_every_url_token_with_either_core(token_core):
 
 def test_evidence_leaves_out_pairs_and_shape_with_either_core(token_core):
     tokens = hash_text("cheap pills today", core=token_core)
-    assert evidence_count(tokens) == 3  # cheap, pills, today; 2 pairs and 2 shape tokens not
+    assert evidence_count(tokens, core=token_core) == 3  # cheap, pills, today; not 2 pairs, 2 shape
     assert len(tokens) == 7
