@@ -315,12 +315,11 @@ class HashedTexts:
         collision of the keyed hash) are told apart by their `str`s instead."""
         if len(self) < 2:
             return self, np.arange(len(self), dtype=np.int64)
-        _, first, inverse = np.unique(self.hashes, return_index=True, return_inverse=True)
-        order = np.argsort(first)  # np.unique sorts by hash; keep the first appearance's order
-        rank = np.empty_like(order)
-        rank[order] = np.arange(order.size)
-        firsts, inverse = first[order], rank[inverse.reshape(-1)]
-        if not self.texts.equal_to(self.texts.take(firsts[inverse])).all():
+        firsts, inverse = _first_of_each(self.hashes)
+        # Only a repeat can differ from the first text of its hash (a batch's tokens are
+        # mostly repeats of a few: 233,034 tokens of 500 messages, 94,080 distinct).
+        repeats = np.flatnonzero(firsts[inverse] != np.arange(len(self)))
+        if not self.texts.take(repeats).equal_to(self.texts.take(firsts[inverse[repeats]])).all():
             positions: dict[str, int] = {}
             firsts_by_text: list[int] = []
             own = []
@@ -332,3 +331,22 @@ class HashedTexts:
             firsts = np.asarray(firsts_by_text, dtype=np.int64)
             inverse = np.asarray(own, dtype=np.int64)
         return self.take(firsts), inverse.astype(np.int64)
+
+
+def _first_of_each(hashes: IntArray) -> tuple[IntArray, IntArray]:
+    """The position of each distinct value's first appearance, in the order of appearance,
+    and for each value the index of its own among them: `np.unique`'s return_index and
+    return_inverse, reordered, from one unstable argsort (its stable sort took 4 times as
+    long: 21 against 5 ms for a batch of 233,034 hashes)."""
+    order = np.argsort(hashes)
+    ordered = hashes[order]
+    new_value = np.concatenate(([True], ordered[1:] != ordered[:-1]))
+    starts = np.flatnonzero(new_value)
+    group = np.cumsum(new_value) - 1  # each sorted position's value, counted from 0
+    first = np.minimum.reduceat(order, starts)  # the least position of each value
+    by_appearance = np.argsort(first)
+    rank = np.empty_like(by_appearance)
+    rank[by_appearance] = np.arange(by_appearance.size)
+    inverse = np.empty_like(order)
+    inverse[order] = rank[group]
+    return first[by_appearance], inverse
