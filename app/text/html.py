@@ -27,10 +27,15 @@ _INLINE_TAG = re.compile(
 _TAG = re.compile(r"<[/!?]?[a-zA-Z][^<>]*>")
 
 # Link targets, at most 2 KiB each (the bound keeps unterminated quotes linear).
-_LINK = re.compile(
-    r"""\b(?:href|src|action|background)\s*=\s*(?:"([^"<>]{0,2048})"|'([^'<>]{0,2048})'|([^\s"'<>]{1,2048}))""",
-    re.IGNORECASE,
-)
+_LINK_TARGET = r"""\s*=\s*(?:"([^"<>]{0,2048})"|'([^'<>]{0,2048})'|([^\s"'<>]{1,2048}))"""
+_LINK = re.compile(r"\b(?:href|src|action|background)" + _LINK_TARGET, re.IGNORECASE)
+# The same names in the lowered document, case-sensitive and without `\b`: so the engine skips
+# to their first letters instead of trying every position (0.117 -> 0.040 ms an HTML part);
+# the boundary is checked by hand. Exact only where lowering keeps every character in place
+# and the document holds none of the characters IGNORECASE takes for these ASCII letters
+# though they do not lower to them (found by trying every code point).
+_LINK_LOWERED = re.compile(r"(?:href|src|action|background)" + _LINK_TARGET)
+_FOLDED_ONTO_LETTERS = ("\u0130", "\u0131", "\u017f")  # dotted capital I, dotless i, long s
 
 
 @dataclass(frozen=True)
@@ -69,9 +74,29 @@ def _drop_hidden(document: str) -> tuple[str, str]:
 def html_to_text(document: str) -> HtmlText:
     """Return the visible text of an HTML document, tags dropped, and its link targets."""
     document, hidden = _drop_hidden(document)
-    links = tuple(html.unescape(a or b or c).strip() for a, b, c in _LINK.findall(document))
+    links = tuple(html.unescape(a or b or c).strip() for a, b, c in _link_targets(document))
     text = _INLINE_TAG.sub("", document)
     text = _TAG.sub(" ", text)
     if "&" in text:
         text = html.unescape(text)
     return HtmlText(text=text, links=links, hidden=hidden)
+
+
+def _link_targets(document: str) -> list[tuple[str, str, str]]:
+    """`_LINK.findall(document)`: each link's target, as one of three groups."""
+    lowered = document.lower()
+    if len(lowered) != len(document) or any(c in document for c in _FOLDED_ONTO_LETTERS):
+        return _LINK.findall(document)
+    found: list[tuple[str, str, str]] = []
+    position = 0
+    while (match := _LINK_LOWERED.search(lowered, position)) is not None:
+        start = match.start()
+        before = document[start - 1] if start else ""
+        if before.isalnum() or before == "_":  # a word character: no `\b` before the name
+            position = start + 1
+            continue
+        # Groups that took no part span (-1, -1): "", as findall gives them.
+        quoted, single_quoted, bare = (document[slice(*match.span(g))] for g in (1, 2, 3))
+        found.append((quoted, single_quoted, bare))
+        position = match.end()
+    return found
