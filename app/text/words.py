@@ -66,8 +66,9 @@ def normalize_text(text: str) -> str:
     """Return `text` NFKC-normalised, case-folded, without invisible characters."""
     if not text.isascii():
         text = _INVISIBLE.sub("", text)
-        text = unicodedata.normalize("NFKC", text)
-        text = _INVISIBLE.sub("", text)  # NFKC can expose new ones (e.g. from compatibility forms)
+        normalized = unicodedata.normalize("NFKC", text)
+        if normalized != text:  # NFKC can expose new ones (e.g. from compatibility forms)
+            text = _INVISIBLE.sub("", normalized)
     elif "\x00" in text or "\x1b" in text:
         text = _INVISIBLE.sub("", text)
     return text.casefold()
