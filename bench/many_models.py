@@ -326,6 +326,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--progress", type=Path, help="append training checkpoints here")
     parser.add_argument("--budget-mb", type=float, default=64)
     parser.add_argument("--train-only", action="store_true")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument(
         "--clone-from",
         type=int,
@@ -355,13 +356,19 @@ def main(argv: list[str] | None = None) -> None:
             return {"checkpoints": notes, "clone_seconds": clone_seconds}
         return measure_trained(url, n_models=n_models, budget_mb=args.budget_mb)
 
+    def report(figures: dict[str, Any]) -> None:
+        text = json.dumps(figures, indent=1)
+        print(text)
+        if args.json is not None:
+            args.json.write_text(text + "\n")
+
     if args.database:
-        print(json.dumps(run_on(args.database), indent=1))
+        report(run_on(args.database))
         return
     with tempfile.TemporaryDirectory() as folder:
         server = os.environ.get("SPAMSIFT_TEST_POSTGRES_URL")
         with fresh_database(args.kind, Path(folder), server) as url:
-            print(json.dumps(run_on(url), indent=1))
+            report(run_on(url))
 
 
 if __name__ == "__main__":
