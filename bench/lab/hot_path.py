@@ -95,7 +95,7 @@ def main() -> None:
         "links (shape), before": ("python", each(before(links_before), token_lists)),
         "links (shape), now": ("", each(lambda t, c: c.count_prefixed(t, "url:"), token_lists)),
         "evidence_count, before": ("python", each(before(evidence_before), counts)),
-        "evidence_count, now": ("", each(lambda t, _c: evidence_count(t), hashed)),
+        "evidence_count, now": ("", each(lambda t, c: evidence_count(t, core=c), hashed)),
         "pair_tokens, before": ("python", each(before(lambda t: pairs_before(t, chars)), texts)),
         "pair_tokens, now": ("", each(lambda t, c: c.pair_tokens(t, chars), texts)),
         "token_digest, before": ("python", each(before(digest_before), counts)),
