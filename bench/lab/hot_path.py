@@ -20,6 +20,7 @@ from typing import Any
 
 from app.service.messages import Message, header_message_id, prepare, token_digest
 from app.text import (
+    HashedTokens,
     TokenizerLimits,
     core,
     evidence_count,
@@ -69,6 +70,8 @@ def main() -> None:
     counts = [tokenize_raw(raw, core=reference).token_counts for raw in raws]
     # The counter's own output now: hashes and UTF-8, from the compiled core where it is built.
     hashed = [hash_raw(raw, core=core.COMPILED or reference) for raw in raws]
+    # Each core reads the evidence off its own counter's result (the compiled one's UTF-8).
+    hashed_by = {"python": [hash_raw(raw, core=reference) for raw in raws], "compiled": hashed}
     # The links step counted `url:` over the message's tokens before they were counted: each
     # token as often as it was emitted.
     token_lists = [list(Counter(each).elements()) for each in counts]
@@ -88,6 +91,9 @@ def main() -> None:
 
         return run
 
+    def evidence_count_of(tokens: HashedTokens, token_core: TokenCore) -> int:
+        return evidence_count(tokens, core=token_core)
+
     def before(function: Callable[[Any], object]) -> Callable[[Any, TokenCore], object]:
         return lambda item, _core: function(item)
 
@@ -95,7 +101,7 @@ def main() -> None:
         "links (shape), before": ("python", each(before(links_before), token_lists)),
         "links (shape), now": ("", each(lambda t, c: c.count_prefixed(t, "url:"), token_lists)),
         "evidence_count, before": ("python", each(before(evidence_before), counts)),
-        "evidence_count, now": ("", each(lambda t, c: evidence_count(t, core=c), hashed)),
+        "evidence_count, now": ("", lambda c: each(evidence_count_of, hashed_by[c.name])(c)),
         "pair_tokens, before": ("python", each(before(lambda t: pairs_before(t, chars)), texts)),
         "pair_tokens, now": ("", each(lambda t, c: c.pair_tokens(t, chars), texts)),
         "token_digest, before": ("python", each(before(digest_before), counts)),
