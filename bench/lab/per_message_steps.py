@@ -24,8 +24,6 @@ run by run, medians of `runs` (default 5):
 from __future__ import annotations
 
 import importlib.util
-import math
-import re
 import shutil
 import statistics
 import subprocess
@@ -46,40 +44,11 @@ from app.text.limits import TokenizerLimits
 from app.text.tokenize import evidence_count
 from app.token_texts import HashedTexts
 from bench import data
+from tests.text.features_oracle import mail_features_before
 
 LIMITS = TokenizerLimits()
 
-# -- the steps as they were (46203af) -----------------------------------------------------
-
-_FIELD_BEFORE = re.compile(rb"^([!-9;-~]+):", re.MULTILINE)
-_ADDRESS = re.compile(rb"[^\s<>,;:\"'@]+@[^\s<>,;:\"'@]+")
-_TAG = re.compile(rb"<[a-zA-Z/!][^<>]{0,2000}>")
-
-
-def mail_features_before(raw: bytes, max_scan_bytes: int) -> dict[str, float]:
-    ends = [(end, len(blank)) for blank in (b"\n\n", b"\n\r\n") if (end := raw.find(blank)) >= 0]
-    head, body = raw, b""
-    if ends:
-        end, length = min(ends)
-        head, body = raw[:end], raw[end + length :]
-    scanned = body[:max_scan_bytes]
-    tags = sum(len(match) for match in _TAG.findall(scanned))
-    starts = list(_FIELD_BEFORE.finditer(head))
-    stops = [match.start() for match in starts[1:]] + [len(head)]
-    fields = [
-        (match.group(1).lower(), head[match.end() : stop])
-        for match, stop in zip(starts, stops[: len(starts)], strict=True)
-    ]
-    recipients = sum(len(_ADDRESS.findall(v)) for name, v in fields if name in (b"to", b"cc"))
-    lowered = scanned.lower()
-    links = lowered.count(b"http://") + lowered.count(b"https://") + lowered.count(b"www.")
-    return {
-        "mail:html_share": tags / len(scanned) if scanned else 0.0,
-        "mail:log_links": math.log2(1 + links),
-        "mail:log_recipients": math.log2(1 + recipients),
-        "mail:log_size": math.log2(1 + len(raw)),
-        "mail:received_hops": float(sum(1 for name, _ in fields if name == b"received")),
-    }
+# -- the steps as they were (46203af; the features: tests.text.features_oracle) ---------------
 
 
 def evidence_before(tokens: Any) -> int:
@@ -162,7 +131,10 @@ def main() -> None:
     scan = LIMITS.max_scan_bytes
     if [html._LINK.findall(d) for d in documents] != [html._link_targets(d) for d in documents]:
         raise AssertionError("the link searches differ")
-    if any(mail_features_before(r, scan) != mail_features(r, max_scan_bytes=scan) for r in raws):
+    if any(
+        mail_features_before(r, max_scan_bytes=scan) != mail_features(r, max_scan_bytes=scan)
+        for r in raws
+    ):
         raise AssertionError("the mail features differ")
 
     def each(function: Callable[[Any], object], items: Sequence[Any]) -> Callable[[], None]:
@@ -201,7 +173,7 @@ def main() -> None:
             ),
             "mail_features, before": (
                 len(raws),
-                each(lambda r: mail_features_before(r, scan), raws),
+                each(lambda r: mail_features_before(r, max_scan_bytes=scan), raws),
             ),
             "mail_features, now": (
                 len(raws),
