@@ -137,6 +137,11 @@ def serve(
     try:
         _wait_until_ready(server, log, workers)
         yield server
+    except Exception as error:
+        # The folder is often a temporary one, gone once the failure is reported: keep what
+        # the server said (a worker restarted, a connection refused) with the error.
+        error.add_note(f"spamsift serve's log ({log}), last 4,000 characters:\n{_tail(log)}")
+        raise
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -146,11 +151,18 @@ def serve(
             process.wait()
 
 
+def _tail(log: Path, characters: int = 4000) -> str:
+    try:
+        return log.read_text(errors="replace")[-characters:]
+    except OSError as error:
+        return f"(unreadable: {error})"
+
+
 def _wait_until_ready(server: Server, log: Path, workers: int) -> None:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
-            raise RuntimeError(f"spamsift serve exited: {log.read_text()[-2000:]}")
+            raise RuntimeError(f"spamsift serve exited: {_tail(log, 2000)}")
         try:
             with urllib.request.urlopen(f"{server.base_url}/readyz", timeout=1) as answer:
                 if answer.status == 200 and len(server.pids()) >= (
@@ -162,7 +174,7 @@ def _wait_until_ready(server: Server, log: Path, workers: int) -> None:
         time.sleep(0.1)
     raise RuntimeError(
         "spamsift serve not ready in 120 s (uvicorn restarts a worker that takes over 5 s to "
-        f"start, as on a very busy machine): {log.read_text()[-2000:]}"
+        f"start, as on a very busy machine): {_tail(log, 2000)}"
     )
 
 
