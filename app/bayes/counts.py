@@ -450,12 +450,28 @@ class CountTable:
         self._reserve(n_tokens)
         self.tokens.grow(n_tokens)
 
+    def reserve(self, n_tokens: int) -> None:
+        """Make room for ids 0..n_tokens-1 at once, exactly: a load that knows how many ids
+        the model has given out and reads them in parts then grows nothing on the way, and
+        keeps no room beyond them (growing by an eighth leaves up to that much unused)."""
+        self.tokens.reserve(n_tokens)
+        self._resize(n_tokens)
+
+    def drop_journal(self) -> None:
+        """Forget what changed so far: nothing has read the table yet (a model just
+        loaded), so no one will ask what changed since an earlier generation."""
+        self._journal.clear()
+        self._journal_ids = 0
+        self._journal_base = self._generation
+
     def _reserve(self, n_tokens: int) -> None:
         """Make room for n_tokens columns (`grown_capacity`: amortised O(1) per id)."""
-        capacity = self._docs.shape[1]
-        if n_tokens <= capacity:
+        if n_tokens > self._docs.shape[1]:
+            self._resize(grown_capacity(self._docs.shape[1], n_tokens))
+
+    def _resize(self, capacity: int) -> None:
+        if capacity <= self._docs.shape[1]:
             return
-        capacity = grown_capacity(capacity, n_tokens)
         for name in ("_docs", "_terms"):
             old: CountArray = getattr(self, name)
             new = np.zeros((len(self.classes), capacity), dtype=old.dtype)
@@ -494,9 +510,7 @@ class CountTable:
     def _bump_unjournaled(self) -> None:
         """Advance the generation after a bulk change no journal entry describes."""
         self._generation += 1
-        self._journal.clear()
-        self._journal_ids = 0
-        self._journal_base = self._generation
+        self.drop_journal()
 
 
 def _as_ids(token_ids: ArrayLike) -> IntArray:

@@ -265,12 +265,15 @@ class TokenIndex(Sequence[str]):
         """Extend the ids to 0..size-1, the new ones not placed yet."""
         if size <= self._size:
             return
-        capacity = self._starts.size
-        if size > capacity:
-            capacity = grown_capacity(capacity, size)
+        if size > self._starts.size:
+            self.reserve(grown_capacity(self._starts.size, size))
+        self._size = size
+
+    def reserve(self, capacity: int) -> None:
+        """Room for ids 0..capacity-1 without growing again (the ids stay as they are)."""
+        if capacity > self._starts.size:
             self._starts = _resized(self._starts, capacity)
             self._lengths = _resized(self._lengths, capacity)
-        self._size = size
 
     def intern(self, tokens: Sequence[str]) -> IntArray:
         """Return the ids of tokens, giving each unknown one the next free id in order."""

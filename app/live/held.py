@@ -85,11 +85,13 @@ class LiveModel:
         with db.transaction(write=False) as conn:
             row = find_model(conn, name)
             live = cls.empty(row, engine_config)
+            live.table.reserve(row.n_tokens)  # every id this snapshot can hold
             # No other thread sees `live` yet: its parts go in without its lock.
             for part in read_model_parts(
                 conn, row.id, generation=row.generation, n_classes=len(row.classes)
             ):
                 live._apply_rows(part)
+            live.table.drop_journal()  # the last parts' old counts: no one needs them
             read_attribute_sums(conn, row.id, len(row.classes), into=live.attributes)
             live.synced_generation = row.generation
         live.classifier.warm()  # its temporaries are freed below, not after the first request

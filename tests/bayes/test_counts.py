@@ -284,6 +284,22 @@ def test_a_bulk_load_tells_consumers_to_rebuild():
     assert table.changes_since(table.generation) is not None
 
 
+def test_a_dropped_journal_holds_nothing_and_tells_earlier_consumers_to_rebuild():
+    table = CountTable(["ham", "spam"])
+    table.reserve(100)
+    assert table.capacity == 100
+    ids = table.intern(["a", "b"])
+    start = table.generation
+    table.add(0, ids, [1, 1])
+    table.drop_journal()
+    assert table._journal == []  # the old counts it kept are gone
+    assert table.changes_since(start) is None
+    table.add(1, ids[:1], [1])
+    changes = table.changes_since(start + 1)
+    assert changes is not None
+    np.testing.assert_array_equal(changes.token_ids, [0])
+
+
 def test_classes_must_be_two_or_more_distinct_names():
     with pytest.raises(ValueError, match="at least 2"):
         CountTable(["spam"])

@@ -19,6 +19,7 @@ from app.service.models import create_model, delete_model, update_model
 from app.service.runtime import Runtime, engine_config
 from app.service.training import forget, train, train_batch
 from app.store import counts as counts_module
+from app.store.chunks import CHUNK_IDS
 from app.store.counts import (
     CountChanges,
     CountDelta,
@@ -26,6 +27,7 @@ from app.store.counts import (
     add_class_totals,
     add_token_counts,
     delete_tokens,
+    fold_journal,
     insert_tokens,
     read_changes,
     read_message_counts,
@@ -453,7 +455,7 @@ def test_a_model_loaded_part_by_part_equals_the_model_read_whole(
     assert empty.table.class_terms.tolist() == [30, 40]
     assert empty.synced_generation == generation
 
-    texts = [f"w{i}" for i in range(9)] + ["größe", "日本語", "a\x1fb"]
+    texts = [f"w{i}" for i in range(70)] + ["größe", "日本語", "a\x1fb"]
     first = new_tokens(db, model_id, texts)
     with db.transaction() as conn:
         generation = next_generation(conn, model_id, created_at=created_at)
@@ -464,15 +466,27 @@ def test_a_model_loaded_part_by_part_equals_the_model_read_whole(
             generation=generation,
             n_classes=2,
         )
+        # Some counts in chunks (five of them), more on top in the journal.
+        fold_journal(conn, model_id, n_classes=2)
+        add_token_counts(
+            conn,
+            model_id,
+            delta([(first + i, 1 - i % 2, 1, 1) for i in range(0, len(texts), 3)]),
+            generation=generation,
+            n_classes=2,
+        )
         delete_tokens(conn, model_id, [first + 4], generation=generation, n_classes=2)
     loads = []
-    for id_range in (3, 500_000):
+    for id_range in (CHUNK_IDS, 500_000):  # a part is whole chunks
         monkeypatch.setattr(counts_module, "READ_ID_RANGE", id_range)
         loads.append(LiveModel.load(db, "default", engine_config))
     in_parts, whole = loads
     assert list(in_parts.table.tokens) == list(whole.table.tokens)
     assert "größe" in list(in_parts.table.tokens)
-    assert in_parts.table.lookup(["a\x1fb", "w4"]).tolist() == [first + 11, -1]
+    assert in_parts.table.lookup(["a\x1fb", "w4"]).tolist() == [first + 72, -1]
+    assert in_parts.table.token_docs[:, first + 3].tolist() == [1, 4]
+    # Room for exactly the ids given out: none kept for growth the load will not need.
+    assert in_parts.table.capacity == in_parts.table.n_tokens == first + len(texts)
     for name in ("token_docs", "token_terms", "class_docs", "class_terms"):
         np.testing.assert_array_equal(getattr(in_parts.table, name), getattr(whole.table, name))
     assert in_parts.synced_generation == whole.synced_generation == generation
