@@ -74,11 +74,20 @@ class CountChanges:
 
 
 # New tokens go to the driver as plain SQL: SQLAlchemy's per-row parameter processing cost
-# more than the database's work. SQLite, in process, takes executemany; PostgreSQL gets them
-# by COPY straight into their table (they are new: nothing to resolve).
+# more than the database's work. PostgreSQL gets them by COPY straight into their table (they
+# are new: nothing to resolve). SQLite gets the texts as one JSON array, numbered by their
+# place in it: an executemany of a row per token bound each row's four parameters apart,
+# nearly half of its time (15,000 new tokens, a new mailbox's first 50 messages: 45 -> 24 ms).
+# SQLite's JSON strings end at an escaped NUL, so a text holding one (never the tokenizer's)
+# goes row by row.
 _INSERT_TOKENS_SQLITE = (
+    f"INSERT INTO {tokens.name} (model_id, token_id, text, generation) "
+    "SELECT ?, ? + key, value, ? FROM json_each(?)"
+)
+_INSERT_TOKEN_ROWS_SQLITE = (
     f"INSERT INTO {tokens.name} (model_id, token_id, text, generation) VALUES (?, ?, ?, ?)"
 )
+_JSON_NUL = "\\u0000"  # how json.dumps writes a NUL (or a text's own backslash, u, 0000)
 _COPY_TOKENS_POSTGRESQL = f"COPY {tokens.name} (model_id, token_id, text, generation) FROM STDIN"
 # COPY's text format, built as one string (the driver's write_row per token cost 0.6 s of
 # client CPU per 2,000 SpamAssassin messages): a backslash, tab, newline or carriage return
@@ -185,9 +194,13 @@ def insert_tokens(
             texts = [text.translate(_COPY_ESCAPES) for text in texts]
         row = f"{model_id}\t{{}}\t{{}}\t{generation}\n".format
         _copy(conn, _COPY_TOKENS_POSTGRESQL, "".join(map(row, token_ids, texts)).encode())
+        return
+    array = json.dumps(list(texts), ensure_ascii=False)
+    if _JSON_NUL not in array:
+        conn.exec_driver_sql(_INSERT_TOKENS_SQLITE, (model_id, first_id, generation, array))
     else:
         conn.exec_driver_sql(
-            _INSERT_TOKENS_SQLITE,
+            _INSERT_TOKEN_ROWS_SQLITE,
             list(zip(repeat(model_id), token_ids, texts, repeat(generation))),
         )
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import Connection
 
 from app.config import Settings
@@ -32,9 +35,10 @@ from app.store.counts import (
     read_changes,
     read_message_counts,
     read_token_counts,
+    read_token_texts,
 )
 from app.store.engine import Database
-from app.store.models import find_model, lock_model_row
+from app.store.models import find_model, insert_model, lock_model_row
 from tests.builders import counts_from_ledger, ham_text, spam_text, stored_cells, train_examples
 
 
@@ -314,6 +318,58 @@ def rows_read_one_by_one(
             if generations[cell[0]] > since_generation
         }
     return texts, cells
+
+
+_MODEL_NUMBERS = itertools.count()
+
+
+def stored_texts(db: Database, texts: list[str]) -> dict[int, str]:
+    """`texts` stored as a new model's new tokens, then read back: {token id: text}."""
+    with db.transaction() as conn:
+        model = insert_model(
+            conn, name=f"texts{next(_MODEL_NUMBERS)}", classes=("ham", "spam"), config={}
+        )
+        row = lock_model_row(conn, model.id, created_at=model.created_at)
+        first = row.allocate_token_ids(len(texts))
+        insert_tokens(conn, model.id, first_id=first, texts=texts, generation=row.generation)
+        row.save(conn)
+    with db.transaction(write=False) as conn:
+        stored = read_token_texts(conn, model.id, range(first, first + len(texts)))
+    assert set(stored) == set(range(first, first + len(texts)))
+    return {token_id - first: text for token_id, text in stored.items()}
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    texts=st.lists(
+        # Any character a str can carry to the database (no surrogate, no NUL: PostgreSQL's
+        # text refuses it; SQLite's is tested below).
+        st.text(
+            st.characters(exclude_categories=("Cs",), exclude_characters="\x00"),
+            min_size=1,
+            max_size=40,  # a token is at most 200 characters (tokens.text)
+        ),
+        min_size=1,
+        max_size=30,
+        unique=True,
+    )
+)
+@example(texts=[" padded ", "\t", "\\u0041", '"', "\\", "\x1f", "\u2028", "\U0001f600", "größe"])
+def test_new_tokens_are_stored_as_given_whatever_their_characters(
+    db: Database, texts: list[str]
+) -> None:
+    """Quotes, backslashes, control characters, escapes' look-alikes (`\\u0041`), any
+    script: SQLite takes the texts as one JSON array, PostgreSQL by COPY."""
+    assert stored_texts(db, texts) == dict(enumerate(texts))
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+def test_a_text_holding_nul_is_stored_whole_on_sqlite(db: Database) -> None:
+    """SQLite's JSON strings end at an escaped NUL: such texts go row by row."""
+    texts = ["a\x00b", "plain", "\\u0000", 'q"\\']
+    assert stored_texts(db, texts) == dict(enumerate(texts))
 
 
 @pytest.mark.parametrize("id_range", [2, 500_000])
