@@ -460,9 +460,10 @@ def read_class_totals(conn: Connection, model_id: int, n_classes: int) -> tuple[
 # 32,768 ids a range (whole chunks): what reading and applying a part makes (its texts' str
 # objects, its chunks' bytes, the copies of the hash index it grows) scales with the part,
 # and the load's peak is what the allocator keeps afterwards. 100,000 ids peaked at 86 MB
-# traced for a million tokens, this at 64, for ~8 % more CPU (see docs/performance.md, "The
-# load's peak"). libpq also keeps its input buffer as large as the largest row it received,
-# for the connection's life (500,000 held ~4 MB more in a server).
+# traced for a million tokens, this at 64 (with the room reserved once, `LiveModel.load`), for
+# the same CPU in process (see docs/performance.md, "The load's peak"). libpq also keeps its
+# input buffer as large as the largest row it received, for the connection's life (500,000
+# held ~4 MB more in a server).
 READ_ID_RANGE = 32_768
 assert READ_ID_RANGE % CHUNK_IDS == 0  # a part reads whole chunks
 TEXT_TERMINATOR = "\x1f"  # the tokenizer never makes it; a text that holds it is read apart
@@ -646,9 +647,9 @@ def _model_part(
     class_totals: tuple[IntArray, IntArray],
 ) -> CountChanges:
     """The part of `read_model_parts` from token id `start`. A function of its own so that
-    what reading it made (the texts' strings, the chunks' bytes: about 11 MB a part) is
-    freed on return, not kept by the generator while the next part is read (measured: the
-    load's traced peak 86 -> 72 MB for a million tokens)."""
+    what reading it made (the texts' strings, the chunks' bytes, the unpacked arrays) is freed
+    on return, not kept by the generator while the next part is read (at 100,000 ids a part,
+    about 11 MB: the load's traced peak 85.7 -> 81.0 MB for a million tokens)."""
     stop = start + READ_ID_RANGE
     token_ids, texts = _read_texts(conn, reads, (model_id, start, stop))
     numbers, blobs = _chunk_rows(
