@@ -62,9 +62,11 @@ def second_runtime(settings: Settings) -> Iterator[Runtime]:
     rt.close()
 
 
-def new_tokens(db: Database, model_id: int, texts: list[str]) -> int:
+def new_tokens(db: Database, model_id: int, texts: list[str], *, model: str = "default") -> int:
+    """Give `texts` the next token ids of model `model` (id `model_id`) and store them as a
+    write does; return the first id."""
     with db.transaction(write=False) as conn:
-        created_at = find_model(conn, "default").created_at
+        created_at = find_model(conn, model).created_at
     with db.transaction() as conn:
         row = lock_model_row(conn, model_id, created_at=created_at)
         first = row.allocate_token_ids(len(texts))
@@ -325,14 +327,10 @@ _MODEL_NUMBERS = itertools.count()
 
 def stored_texts(db: Database, texts: list[str]) -> dict[int, str]:
     """`texts` stored as a new model's new tokens, then read back: {token id: text}."""
+    name = f"texts{next(_MODEL_NUMBERS)}"
     with db.transaction() as conn:
-        model = insert_model(
-            conn, name=f"texts{next(_MODEL_NUMBERS)}", classes=("ham", "spam"), config={}
-        )
-        row = lock_model_row(conn, model.id, created_at=model.created_at)
-        first = row.allocate_token_ids(len(texts))
-        insert_tokens(conn, model.id, first_id=first, texts=texts, generation=row.generation)
-        row.save(conn)
+        model = insert_model(conn, name=name, classes=("ham", "spam"), config={})
+    first = new_tokens(db, model.id, texts, model=name)
     with db.transaction(write=False) as conn:
         stored = read_token_texts(conn, model.id, range(first, first + len(texts)))
     assert set(stored) == set(range(first, first + len(texts)))
