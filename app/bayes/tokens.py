@@ -518,8 +518,11 @@ def _positions(sorted_hashes: IntArray, hashes: IntArray) -> IntArray:
     last place."""
     if hashes.size <= _SORT_NEEDLES or sorted_hashes.size <= _SORT_NEEDLES * 8:
         positions = np.searchsorted(sorted_hashes, hashes)
-    else:  # sorted needles walk the array in order: 1M-token index, 126k needles 35 -> 8 ms
-        order = np.argsort(hashes)
+    else:
+        # Needles in order walk the array in order (a 1M-token index, 126k needles: 35 -> 8 ms).
+        # In the order of their top 16 bits is near enough, and numpy sorts 16-bit keys by
+        # radix in linear time: a batch's 460k needles in 26 ms, where an argsort took 56.
+        order = np.argsort(((hashes >> 48) + (1 << 15)).astype(np.uint16), kind="stable")
         positions = np.empty_like(order)
         positions[order] = np.searchsorted(sorted_hashes, hashes[order])
     np.minimum(positions, sorted_hashes.size - 1, out=positions)

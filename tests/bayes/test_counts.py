@@ -184,6 +184,10 @@ def texts_of(messages):
 
 def assert_same_matrix(X, Y):
     assert X.shape == Y.shape
+    for matrix in (X, Y):  # each row's ids in order (repeated only where weak hashes collide)
+        for row in range(matrix.shape[0]):
+            ids = matrix.indices[matrix.indptr[row] : matrix.indptr[row + 1]]
+            assert (np.diff(ids) >= 0).all(), f"row {row}: ids {ids.tolist()} out of order"
     np.testing.assert_array_equal(X.indptr, Y.indptr)
     np.testing.assert_array_equal(X.indices, Y.indices)
     np.testing.assert_array_equal(X.data, Y.data)
