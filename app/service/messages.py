@@ -28,7 +28,18 @@ MAX_ATTRIBUTES = 32
 MAX_ATTRIBUTE_NAME_CHARS = 64
 ATTRIBUTE_NAME_PATTERN = rf"^[!-~]{{1,{MAX_ATTRIBUTE_NAME_CHARS}}}$"
 _ATTRIBUTE_NAME = re.compile(ATTRIBUTE_NAME_PATTERN)
-_FIELD_NAME = re.compile(rb"[!-9;-~]+:")  # RFC 5322 field name: printable ASCII but ':'
+# The header up to its first Message-ID field, read in one match from the message's start:
+# mbox envelope lines ("From ..."), then fields (an RFC 5322 name: printable ASCII but ':',
+# then the line, then its continuation lines), the fewest that reach a Message-ID field; its
+# value with its continuation lines is the group. A line that is neither (the empty line
+# before the body, say) ends the header, so the match fails there. Each line can be read only
+# one way, so a failed match costs one pass over the header.
+_FIELDS_TO_MESSAGE_ID = re.compile(
+    rb"(?:From [^\n]*\n)*"
+    rb"(?:[!-9;-~]+:[^\n]*\n(?:[ \t][^\n]*\n)*)*?"
+    rb"message-id:([^\n]*(?:\n[ \t][^\n]*)*)",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -153,30 +164,10 @@ def header_message_id(raw: bytes) -> str | None:
     The same rule in the API, the CLI and every hook: a message classified by a mail server
     and reported later by its Message-ID is found under that id.
     """
-    # The header ends at the first empty line at the latest (an empty line is no field): only
-    # the lines before it are split (splitting the body too cost more than all the rest), and
-    # a header without the field's name is done with at once.
-    blank_line = raw.find(b"\n\n")
-    head = raw if blank_line < 0 else raw[:blank_line]
-    if b"message-id:" not in head.lower():
-        return None  # a field's first line starts with its name and colon
-    in_header = False
-    value: bytes | None = None  # the first Message-ID field's value, continuation lines joined
-    for line in head.split(b"\n"):
-        if line.startswith(b"From ") and not in_header:
-            continue  # an mbox envelope line
-        if line[:1] in (b" ", b"\t") and in_header:
-            if value is not None:
-                value += line  # a continuation line belongs to the field before it
-            continue
-        if value is not None or not _FIELD_NAME.match(line):
-            break  # the field is complete, or the body starts (a line that is no field)
-        in_header = True
-        name, _, rest = line.partition(b":")
-        if name.lower() == b"message-id":
-            value = rest
-    if value is None:
+    found = _FIELDS_TO_MESSAGE_ID.match(raw)
+    if found is None:
         return None
+    value = found.group(1)
     text = " ".join(value.decode("utf-8", "replace").split())
     if text and len(text) <= MAX_MESSAGE_ID_CHARS and text.isprintable():
         return text
