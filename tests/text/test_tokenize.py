@@ -1,6 +1,8 @@
 """The public interface of app.text on small hand-made inputs."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.text import (
     TokenizedMessage,
@@ -10,6 +12,7 @@ from app.text import (
     tokenize_raw,
     tokenize_text,
 )
+from app.text.words import _URL, cut_urls
 from tests.cores import TOKEN_CORE
 from tests.text.families import words_only
 
@@ -194,3 +197,34 @@ def test_a_header_named_like_a_derived_token_gives_none_of_them():
         "html:0",
     ]
     assert not [t for t in tokens if t.startswith("pair:")]
+
+
+url_pieces = st.one_of(
+    st.sampled_from(
+        [
+            "http://",
+            "https://a.example/x?y",
+            "ftp://f",
+            "www.",
+            "www.b.example",
+            "xhttp://no",
+            "wwww.",
+            " ",
+            "\n",
+            "<",
+            ">",
+            '"',
+            "é",
+            "/",
+            "http://\u00e9.example",
+        ]
+    ),
+    st.text(max_size=8),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(url_pieces, max_size=12).map("".join))
+def test_cutting_urls_out_gives_what_findall_and_sub_give(text):
+    # The two scans it replaced: each URL found, and each replaced by a blank.
+    assert cut_urls(text) == (_URL.sub(" ", text), _URL.findall(text))
