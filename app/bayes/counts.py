@@ -281,7 +281,8 @@ class CountTable:
         np.cumsum(np.bincount(rows, minlength=n_messages), out=indptr[1:])
         matrix = scipy.sparse.csr_array((counts, ids, indptr), shape=(n_messages, self.n_tokens))
         # Each row's ids sorted in place, row by row: a batch of 1,000 messages (350,000 known
-        # tokens) in 0.5 ms of CPU, where one argsort of the batch's (row, id) keys took 20.
+        # tokens) in 10 ms, where one argsort of the batch's (row, id) keys and the two
+        # gathers in its order took 23.
         matrix.sort_indices()
         return matrix
 
