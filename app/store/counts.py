@@ -37,6 +37,7 @@ from app.store.chunks import (
     unpack_entries,
     without,
 )
+from app.store.dialect import driver_sql
 from app.store.tables import class_totals, count_chunks, count_journal, tokens
 from app.token_texts import EncodedTexts
 
@@ -95,7 +96,7 @@ _COPY_TOKENS_POSTGRESQL = f"COPY {tokens.name} (model_id, token_id, text, genera
 _COPY_SPECIAL = re.compile(r"[\\\t\n\r]")
 _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
-# The statements on chunks and the journal, written with `?` (PostgreSQL's `%s` by `_sql`).
+# The statements on chunks and the journal, written with `?` (PostgreSQL's `%s` by `driver_sql`).
 _JOURNAL_SIZES = f"SELECT generation, cells FROM {count_journal.name} WHERE model_id = ?"
 _JOURNAL_ROWS = (
     f"SELECT generation, delta FROM {count_journal.name} WHERE model_id = ? ORDER BY generation"
@@ -150,10 +151,6 @@ _CHUNK_WRITES_APPLY = (
 _BINARY_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, no extension
 _BINARY_COPY_TRAILER = b"\xff\xff"
 _CHUNKS_DELETE = f"DELETE FROM {count_chunks.name} WHERE model_id = ? AND chunk = ?"
-
-
-def _sql(conn: Connection, statement: str) -> str:
-    return statement.replace("?", "%s") if conn.dialect.name == "postgresql" else statement
 
 
 def _copy(conn: Connection, sql: str, data: bytes) -> None:
@@ -217,13 +214,13 @@ def add_token_counts(
     """
     if not delta.token_ids.size:
         return
-    sizes = conn.exec_driver_sql(_sql(conn, _JOURNAL_SIZES), (model_id,)).all()
+    sizes = conn.exec_driver_sql(driver_sql(conn, _JOURNAL_SIZES), (model_id,)).all()
     pending = sum(int(cells) for _, cells in sizes)
     if pending + delta.token_ids.size <= JOURNAL_CELLS and all(
         int(stored) != generation for stored, _ in sizes
     ):
         conn.exec_driver_sql(
-            _sql(conn, _JOURNAL_APPEND),
+            driver_sql(conn, _JOURNAL_APPEND),
             (model_id, generation, int(delta.token_ids.size), _delta_bytes(delta)),
         )
         return
@@ -260,7 +257,7 @@ def fold_journal(
         )
     _add_to_chunks(conn, model_id, changes, n_classes)
     if rows:
-        conn.exec_driver_sql(_sql(conn, _JOURNAL_EMPTY), (model_id,))
+        conn.exec_driver_sql(driver_sql(conn, _JOURNAL_EMPTY), (model_id,))
 
 
 def _add_to_chunks(conn: Connection, model_id: int, changes: TokenEntries, n_classes: int) -> None:
@@ -363,7 +360,7 @@ def add_count_rows(
 def _journal_rows(conn: Connection, model_id: int) -> list[tuple[int, bytes]]:
     return [
         (int(generation), bytes(delta))
-        for generation, delta in conn.exec_driver_sql(_sql(conn, _JOURNAL_ROWS), (model_id,))
+        for generation, delta in conn.exec_driver_sql(driver_sql(conn, _JOURNAL_ROWS), (model_id,))
     ]
 
 
@@ -626,9 +623,9 @@ def read_model_parts(
     """
     reads = _bulk_reads(conn.dialect.name)
     journal = journal_entries(_journal_rows(conn, model_id), n_classes)
-    last_chunk = conn.exec_driver_sql(_sql(conn, _MAX_CHUNK), (model_id,)).scalar_one()
+    last_chunk = conn.exec_driver_sql(driver_sql(conn, _MAX_CHUNK), (model_id,)).scalar_one()
     end = max(
-        conn.exec_driver_sql(_sql(conn, _MAX_TOKEN), (model_id,)).scalar_one(),
+        conn.exec_driver_sql(driver_sql(conn, _MAX_TOKEN), (model_id,)).scalar_one(),
         (last_chunk + 1) * CHUNK_IDS - 1,
         int(journal.token_ids.max()) if len(journal) else -1,
     )
@@ -855,7 +852,7 @@ def delete_tokens(
             )
         emptied = [(model_id, n) for n in numbers[~kept].tolist()]
         if emptied:
-            conn.exec_driver_sql(_sql(conn, _CHUNKS_DELETE), emptied)
+            conn.exec_driver_sql(driver_sql(conn, _CHUNKS_DELETE), emptied)
     for start in range(0, len(ids), LOOKUP_CHUNK):
         chunk = ids[start : start + LOOKUP_CHUNK].tolist()
         conn.execute(

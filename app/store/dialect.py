@@ -25,6 +25,12 @@ def upsert(conn: Connection, table: Table) -> Any:
     return _insert(_dialect(conn))(table)
 
 
+def driver_sql(conn: Connection, statement: str) -> str:
+    """`statement`, written with `?` placeholders, in the paramstyle of `conn`'s driver
+    (psycopg's `%s` on PostgreSQL), for `exec_driver_sql`."""
+    return statement.replace("?", "%s") if conn.dialect.name == "postgresql" else statement
+
+
 def _dialect(conn: Connection) -> str:
     return "postgresql" if conn.dialect.name == "postgresql" else "sqlite"
 
