@@ -15,7 +15,10 @@ stood at 404ccc6) against the way it is now; the variants take turns run by run,
   and trec07p-early's first 1,500 messages: a Python loop over the header's lines, against
   one regular expression;
 - `cut_urls` per text holding a URL, in the same messages: findall and then sub, against one
-  split.
+  split;
+- the classification records' insert (`insert_classifications`), per record, a batch of one
+  record per test message into a fresh SQLite database in one transaction (new message keys
+  each time): SQLAlchemy's executemany, against plain tuples through the driver.
 """
 
 from __future__ import annotations
@@ -25,16 +28,24 @@ import os
 import re
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import scipy.sparse
+from sqlalchemy import Connection, delete, insert
 
 from app.bayes.counts import CountTable
 from app.bayes.tokens import _positions
 from app.service.messages import MAX_MESSAGE_ID_CHARS, header_message_id
+from app.store.engine import Database
+from app.store.ledger import ClassificationRecord, insert_classifications, pack
+from app.store.migrate import upgrade_schema
+from app.store.models import insert_model
+from app.store.tables import classifications
 from app.text import core, hash_raw, mime, words
 from app.text.limits import TokenizerLimits
 from bench import data
@@ -104,6 +115,36 @@ def message_id_before(raw: bytes) -> str | None:
 def cut_urls_before(text: str) -> tuple[str, list[str]]:
     urls = words._URL.findall(text)
     return (words._URL.sub(" ", text) if urls else text), urls
+
+
+def insert_classifications_before(
+    conn: Connection, model_id: int, records: Sequence[ClassificationRecord]
+) -> None:
+    latest = {record.message_key: record for record in records}
+    keys = sorted(latest)
+    for start in range(0, len(keys), 900):
+        conn.execute(
+            delete(classifications).where(
+                classifications.c.model_id == model_id,
+                classifications.c.message_key.in_(keys[start : start + 900]),
+            )
+        )
+    conn.execute(
+        insert(classifications),
+        [
+            {
+                "model_id": model_id,
+                "message_key": key,
+                "message_id": latest[key].message_id,
+                "token_ids": pack(latest[key].token_ids),
+                "token_terms": pack(latest[key].token_terms),
+                "verdict": latest[key].verdict,
+                "classified_at": latest[key].classified_at,
+                "body_digest": latest[key].body_digest,
+            }
+            for key in keys
+        ],
+    )
 
 
 # -- the measurement ----------------------------------------------------------------------
@@ -198,6 +239,44 @@ def main() -> None:
         )
     )
 
+    folder = tempfile.TemporaryDirectory(prefix="spamsift-steps-")
+    db = Database(f"sqlite:///{folder.name}/records.db")
+    upgrade_schema(db)
+    with db.transaction() as conn:
+        model_id = insert_model(conn, name="records", classes=("ham", "spam"), config={}).id
+    written = iter(range(1 << 30))
+
+    def records_writer(
+        write: Callable[[Connection, int, Sequence[ClassificationRecord]], None],
+    ) -> Callable[[], object]:
+        def run() -> None:
+            batch = next(written)
+            now = datetime.now(UTC)
+            records = [
+                ClassificationRecord(
+                    message_key=f"{batch}-{row}",
+                    message_id=f"<{batch}-{row}@example.org>",
+                    token_ids=np.sort(p.hashes % table.n_tokens),
+                    token_terms=p.counts,
+                    verdict="spam",
+                    classified_at=now,
+                    body_digest="0" * 64,
+                )
+                for row, p in enumerate(probes)
+            ]
+            db.run(lambda conn: write(conn, model_id, records))
+
+        return run
+
+    steps.append(
+        (
+            f"classification records inserted, per record (batches of {len(probes)})",
+            len(probes),
+            records_writer(insert_classifications_before),
+            records_writer(insert_classifications),
+        )
+    )
+
     figures: dict[str, dict[str, list[float]]] = {
         name: {"before": [], "now": []} for name, *_ in steps
     }
@@ -217,6 +296,8 @@ def main() -> None:
         )
     result["load_average_1min_at_end"] = round(os.getloadavg()[0], 2)
     print(json.dumps(result, indent=1))
+    db.dispose()
+    folder.cleanup()
 
 
 def _cell(values: Sequence[float]) -> str:
