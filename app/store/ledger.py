@@ -237,9 +237,9 @@ def insert_classifications(
                 classifications.c.message_key.in_(keys[start : start + LOOKUP_CHUNK]),
             )
         )
-    # Through the driver: SQLAlchemy's executemany processed each row's eight parameters in
-    # Python, a third of writing the records.
-    # The time as SQLAlchemy binds it on this database (SQLite: its own text form).
+    # Plain tuples through the driver: SQLAlchemy's executemany bound each row's eight
+    # parameters in Python. The time goes as SQLAlchemy binds it on this database (on SQLite,
+    # its own text form), through the column type's processor.
     column_type = classifications.c.classified_at.type.dialect_impl(conn.dialect)
     stamp = cast(Callable[[datetime], Any] | None, column_type.bind_processor(conn.dialect))
     stamps = {
@@ -251,7 +251,7 @@ def insert_classifications(
         [
             (
                 model_id,
-                key,
+                record.message_key,
                 record.message_id,
                 pack(record.token_ids),
                 pack(record.token_terms),
@@ -259,15 +259,14 @@ def insert_classifications(
                 stamps[record.classified_at],
                 record.body_digest,
             )
-            for key in keys
-            for record in (latest[key],)
+            for record in (latest[key] for key in keys)
         ],
     )
 
 
 _INSERT_CLASSIFICATION = (
-    "INSERT INTO classifications (model_id, message_key, message_id, token_ids, token_terms,"
-    " verdict, classified_at, body_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO {classifications.name} (model_id, message_key, message_id, token_ids,"
+    " token_terms, verdict, classified_at, body_digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
