@@ -35,7 +35,7 @@ _ATTRIBUTE_NAME = re.compile(ATTRIBUTE_NAME_PATTERN)
 # before the body, say) ends the header, so the match fails there. Each line can be read only
 # one way, so a failed match costs one pass over the header.
 _FIELDS_TO_MESSAGE_ID = re.compile(
-    rb"(?:From [^\n]*\n)*"
+    rb"(?:(?-i:From )[^\n]*\n)*"  # an envelope line starts "From " exactly
     rb"(?:[!-9;-~]+:[^\n]*\n(?:[ \t][^\n]*\n)*)*?"
     rb"message-id:([^\n]*(?:\n[ \t][^\n]*)*)",
     re.IGNORECASE,

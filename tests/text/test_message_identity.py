@@ -34,6 +34,8 @@ header_pieces = st.sampled_from(
         b" <folded@z>",
         b"\t<tab@z>",
         b"From someone Mon",
+        b"from lower Mon",
+        b"FROM UPPER",
         b"Subject: hi",
         b"X-A: \xff\xfe",
         b"",
@@ -53,6 +55,20 @@ raw_messages = st.one_of(
 @settings(max_examples=1000, deadline=None)
 @given(raw_messages)
 def test_any_bytes_give_the_message_id_of_the_oracle(raw):
+    assert header_message_id(raw) == oracle_header_message_id(raw)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"From a@b Mon\nMessage-ID: <x@y>\n\nbody",
+        b"from a@b Mon\nMessage-ID: <x@y>\n\nbody",  # an envelope line is "From " exactly
+        b"FROM a@b Mon\nMessage-ID: <x@y>\n\nbody",
+        b"Subject: a\nMESSAGE-ID:\t<x@y>\n (folded)\nTo: b\n\nbody",
+        b"Subject: a\n\nMessage-ID: <in@body>\n",
+    ],
+)
+def test_hand_written_headers_give_the_message_id_of_the_oracle(raw):
     assert header_message_id(raw) == oracle_header_message_id(raw)
 
 
