@@ -37,6 +37,12 @@ def test_hour_is_that_of_the_date_header_in_utc_and_only_in_the_full_view(
 
 
 def test_case_kept_only_inside_its_block(tmp_path: Path) -> None:
-    report = families(tmp_path, b"FREE Money at http://Example.COM/Win", "--text")
-    assert {"FREE", "Money", "url:example.com", "urlpath:Win"} <= set(report["tokens_case_kept"])
+    report = families(
+        tmp_path, b"FREE Money at http://Example.COM/Win or HTTP://Shop.Example/Go", "--text"
+    )
+    kept = set(report["tokens_case_kept"])
+    assert {"FREE", "Money", "url:example.com", "urlpath:Win"} <= kept
+    # A scheme in capitals is still a URL's: the URL pattern is made case-blind in the block.
+    assert {"url:shop.example", "urlpath:Go"} <= kept
+    assert "HTTP" not in kept
     assert {"free", "money", "url:example.com"} <= set(report["tokens_after"])
