@@ -25,7 +25,7 @@ from typing import Any
 
 import app
 from app.text.core import CoreChoice
-from bench.timing import summary
+from bench.timing import process_cpu_seconds, summary
 
 REPO = Path(app.__file__).resolve().parents[1]
 
@@ -59,15 +59,7 @@ class Server:
 
     def cpu_seconds(self) -> float:
         """User + system CPU seconds used so far by the server's processes."""
-        ticks = os.sysconf("SC_CLK_TCK")
-        total = 0
-        for pid in self.pids():
-            try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-            except FileNotFoundError:
-                continue
-            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
-        return total / ticks
+        return sum(filter(None, map(process_cpu_seconds, self.pids())))
 
     def rss_bytes(self) -> dict[int, int]:
         """Resident set size of each process of the server (the supervisor included)."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 
@@ -70,3 +72,14 @@ def ratio(numerator: dict[str, Any], denominator: dict[str, Any]) -> float | Non
     if not numerator.get("median") or not denominator.get("median"):
         return None
     return round(numerator["median"] / denominator["median"], 3)
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds process `pid` has used so far (from /proc); None once it has
+    ended."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()  # after the command name, which may hold spaces
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime

@@ -35,7 +35,7 @@ from app.store.migrate import upgrade_schema
 from bench import data
 from bench.accuracy import options_from
 from bench.databases import fresh_database, postgres_server_url
-from bench.timing import summary
+from bench.timing import process_cpu_seconds, summary
 from bench.versus_bogofilter import TRAIN_BATCH, bench_settings
 
 WARM = 2000
@@ -50,19 +50,16 @@ def own_cpu() -> float:
 def server_cpu(database: str) -> float:
     """CPU seconds so far of the local PostgreSQL processes serving `database` (0 when none
     can be read: a remote server)."""
-    ticks = os.sysconf("SC_CLK_TCK")
     total = 0.0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            if not command.startswith("postgres: ") or f" {database} " not in command:
-                continue
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:  # the process ended meanwhile
             continue
-        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+        if command.startswith("postgres: ") and f" {database} " in command:
+            total += process_cpu_seconds(int(entry.name)) or 0.0
     return total
 
 

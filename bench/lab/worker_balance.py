@@ -21,11 +21,7 @@ from bench import data
 from bench.databases import fresh_database
 from bench.server import REPO, run_load, serve
 from bench.serving import classify_batch_requests, train_batch_requests
-
-
-def cpu_ticks(pid: int) -> int:
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return int(fields[11]) + int(fields[12])  # utime, stime
+from bench.timing import process_cpu_seconds
 
 
 def main() -> None:
@@ -48,12 +44,15 @@ def main() -> None:
             shares: list[float] = []
             rates: list[int] = []
             for _ in range(args.runs):
-                before = [cpu_ticks(pid) for pid in workers]
+                before = [process_cpu_seconds(pid) or 0.0 for pid in workers]
                 done = run_load(server, batches, clients=2)
                 if done.errors:
                     raise RuntimeError(f"classifying failed: {done.statuses}")
-                used = [cpu_ticks(pid) - ticks for pid, ticks in zip(workers, before, strict=True)]
-                shares.append(round(max(used) / max(1, sum(used)), 2))
+                used = [
+                    (process_cpu_seconds(pid) or 0.0) - seconds
+                    for pid, seconds in zip(workers, before, strict=True)
+                ]
+                shares.append(round(max(used) / sum(used), 2))
                 rates.append(round(len(split.test) / done.seconds))
     print(
         json.dumps(
