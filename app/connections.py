@@ -21,7 +21,10 @@ uvicorn with the httptools parser, as it came (measured against `spamsift serve`
    of the connection (of their first byte on a kept-alive one), else 408 and close;
 3. the head size counted as it is read: past `max_header_bytes` without its blank line, 431
    and close, having fed the parser at most that many bytes;
-4. lingering close, as nginx does: when the server closes a connection whose request has not
+4. with several workers, keep-alive connections spread over them (app/balance.py): each
+   request and each connection's end is counted in this worker's `WorkerLoads`, and a worker
+   serving `MARGIN` more connections than another answers with `Connection: close`;
+5. lingering close, as nginx does: when the server closes a connection whose request has not
    all arrived, it sends its answer, stops writing (FIN), and reads and throws away what the
    client still sends, for at most `lingering_close_seconds` and `LINGERING_CLOSE_BYTES`,
    before it closes. A client that sends its whole body before it reads (Python's http.client,
@@ -46,6 +49,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
+from app.balance import WorkerLoads, loads_from_environment
 from app.config import Settings
 
 
@@ -114,6 +118,18 @@ class _Clients:
 
 # Per server (a process runs one; tests may run several).
 _clients: weakref.WeakKeyDictionary[ServerState, _Clients] = weakref.WeakKeyDictionary()
+_loads: weakref.WeakKeyDictionary[ServerState, WorkerLoads | None] = weakref.WeakKeyDictionary()
+
+
+def _worker_loads(server_state: ServerState) -> WorkerLoads | None:
+    """The server's slot among the workers of `spamsift serve`, claimed by its first
+    connection and given back when the server is gone; None with one worker."""
+    if server_state not in _loads:
+        loads = loads_from_environment()
+        if loads is not None:
+            weakref.finalize(server_state, loads.close)
+        _loads[server_state] = loads
+    return _loads[server_state]
 
 
 def error_answer(status: int, reason: str, code: str, message: str) -> bytes:
@@ -129,7 +145,7 @@ def error_answer(status: int, reason: str, code: str, message: str) -> bytes:
 
 class _Transport:
     """The connection's transport as uvicorn's protocol sees it: close() lingers while the
-    request is still arriving (see the module docstring, 4)."""
+    request is still arriving (see the module docstring, 5)."""
 
     def __init__(self, transport: asyncio.Transport, protocol: LimitedHttpToolsProtocol) -> None:
         self._transport = transport
@@ -162,6 +178,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         super().__init__(config, server_state, app_state, _loop)
         self.limits = limits
         self.clients = _clients.setdefault(server_state, _Clients())
+        self.loads = _worker_loads(server_state)
         self.counted_as: str | None = None
         self.raw_transport: asyncio.Transport | None = None
         self.in_head = True  # the request line and headers are not complete yet
@@ -201,6 +218,8 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._start_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.loads is not None:
+            self.loads.ended(self)
         if self.counted_as is not None:
             open_here = self.clients.connections
             open_here[self.counted_as] -= 1
@@ -245,6 +264,13 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self.in_head = False
         self._stop_head_timer()
         super().on_headers_complete()
+        loads = self.loads
+        if loads is not None and self.cycle is not None:
+            loads.saw(self)
+            if loads.busier_than_another():
+                # The cycle's task has not started: its answer carries `Connection: close`.
+                loads.ended(self)
+                self.cycle.keep_alive = False
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
@@ -252,7 +278,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self.head_bytes = 0
 
     def close_connection(self) -> None:
-        """Close now if the request has all arrived; else linger (module docstring, 4)."""
+        """Close now if the request has all arrived; else linger (module docstring, 5)."""
         if self.lingering:
             return
         transport = self.raw_transport

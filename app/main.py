@@ -15,7 +15,6 @@ from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 
 from app import __version__
 from app.api.auth import install_auth
-from app.api.balance import ConnectionBalance, loads_from_environment
 from app.api.deps import reject_unknown_query
 from app.api.error_responses import ErrorBody, install_error_handlers
 from app.api.limits import RequestGuard
@@ -56,7 +55,6 @@ def create_app(
     rt = runtime or Runtime(settings)
     key_guard = KeyGuard(rt.db, admin_key=settings.admin_key)
     scheduler = server_scheduler(rt, key_guard)
-    worker_loads = loads_from_environment()  # with several workers under `spamsift serve`
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -77,8 +75,6 @@ def create_app(
                 await milter.close()
             scheduler.stop()
             rt.close()
-            if worker_loads is not None:
-                worker_loads.close()
 
     # /docs and /redoc from assets shipped in the fastapi-offline package, not from a CDN: a
     # mail host often has no way out to the internet, and a CDN page stays blank there.
@@ -111,10 +107,6 @@ def create_app(
     metrics = install_metrics(app, rt)
     # Outermost, so its line and timing cover the guards' refusals too.
     app.add_middleware(RequestLog, metrics=metrics, openapi=lambda: app.openapi())
-    if worker_loads is not None:
-        # Outside the log: it only counts requests and may add `Connection: close`.
-        app.add_middleware(ConnectionBalance, loads=worker_loads)
-    app.state.worker_loads = worker_loads
     # A request is matched against the routes in this order, one after the other: the routes
     # a mail server calls for every message come first (a single classify's HTTP layer cost
     # 15-20 us less than with them after the rest: `app_classify_stubbed_ms` of

@@ -9,7 +9,7 @@
 4. With several workers, Prometheus multiprocess mode gets a fresh directory
    (PROMETHEUS_MULTIPROC_DIR, made here unless given, and emptied either way), and the workers
    a directory through which they tell each other how busy they are, to spread keep-alive
-   connections (app/api/balance.py).
+   connections (app/balance.py).
 5. With no API key, a server on an address beyond this machine refuses to start unless the
    operator allows it (--allow-no-authentication); on loopback it starts, and says so loudly.
 6. One line says what starts: version, database (password masked), workers, mode.
@@ -35,6 +35,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from app.balance import LOAD_DIR_VARIABLE
 from app.config import Settings
 from app.errors import DatabaseUnavailable
 from app.logging_setup import configure_logging, uvicorn_log_config
@@ -42,7 +43,6 @@ from app.logging_setup import configure_logging, uvicorn_log_config
 log = logging.getLogger("spamsift.serve")
 
 MULTIPROCESS_DIR_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
-WORKER_LOAD_DIR_VARIABLE = "SPAMSIFT_WORKER_LOAD_DIR"  # read by app/api/balance.py
 SECRET_SETTINGS = frozenset({"admin_key"})
 # Descriptors beside the connections: listening socket, database files or connections, logs,
 # the metrics and worker-load files.
@@ -260,13 +260,13 @@ def prepare_multiprocess_dir(workers: int) -> Path | None:
 
 
 def prepare_worker_load_dir(workers: int) -> Path | None:
-    """With several workers, make the directory through which they share their requests in
-    flight (app/api/balance.py), named in the environment they inherit; return it."""
+    """With several workers, make the directory through which they share how many connections
+    each serves (app/balance.py), named in the environment they inherit; return it."""
     if workers <= 1:
-        os.environ.pop(WORKER_LOAD_DIR_VARIABLE, None)
+        os.environ.pop(LOAD_DIR_VARIABLE, None)
         return None
     made = Path(tempfile.mkdtemp(prefix="spamsift-worker-loads-"))
-    os.environ[WORKER_LOAD_DIR_VARIABLE] = f"{made}:{workers}"
+    os.environ[LOAD_DIR_VARIABLE] = f"{made}:{workers}"
     return made
 
 

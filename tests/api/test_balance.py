@@ -1,16 +1,28 @@
 """Keep-alive connections spread over the workers: a worker serving two connections or more
-beyond another answers with `Connection: close`, and the client reconnects."""
+beyond another answers with `Connection: close`, and the client reconnects.
+
+The server here is uvicorn with spamsift's connection protocol, as `spamsift serve` runs it,
+in this process; the test plays the other worker by holding the other slot."""
 
 from __future__ import annotations
 
+import functools
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from fastapi.testclient import TestClient
+import uvicorn
 
-from app.api.balance import ACTIVE_SECONDS, LOAD_DIR_VARIABLE, WorkerLoads
+from app.balance import ACTIVE_SECONDS, LOAD_DIR_VARIABLE, WorkerLoads
 from app.config import Settings
+from app.connections import ConnectionLimits, LimitedHttpToolsProtocol
 from app.main import create_app
+
+HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
 
 class Clock:
@@ -29,21 +41,23 @@ def test_each_worker_holds_its_own_slot_and_reads_the_others(tmp_path: Path) -> 
     with pytest.raises(RuntimeError, match="worker slots"):
         WorkerLoads(tmp_path, 2)
 
-    first.saw(("10.0.0.1", 1000))
-    first.saw(("10.0.0.1", 1000))  # the same connection again
+    first.saw("a")
+    first.saw("a")  # the same connection again
     assert second.others() == [1]
     assert not first.busier_than_another()  # moving the one connection evens nothing out
-    first.saw(("10.0.0.1", 1001))
+    first.saw("b")
     assert second.others() == [2]
     assert first.busier_than_another()
     assert not second.busier_than_another()
-    second.saw(("10.0.0.2", 2000))
+    second.saw("c")
     assert not first.busier_than_another()
-    first.closing(("10.0.0.1", 1001))
+    first.ended("b")
+    assert second.others() == [1]
+    first.ended("b")  # its end told twice (closed after its answer, then gone)
     assert second.others() == [1]
 
     clock.now += ACTIVE_SECONDS + 1  # a connection quiet that long no longer counts
-    first.saw(("10.0.0.1", 1002))
+    first.saw("d")
     assert second.others() == [1]
 
     first.close()  # a worker gone: its slot is free, and its successor starts at 0
@@ -54,39 +68,123 @@ def test_each_worker_holds_its_own_slot_and_reads_the_others(tmp_path: Path) -> 
     second.close()
 
 
-def test_a_busier_worker_closes_the_connection_after_a_complete_answer(
-    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.fixture
+def serve_in_process(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[[Path | None], tuple[str, int]]]:
+    """Start uvicorn with spamsift's connection protocol, as one of two workers sharing
+    a directory (or as the only worker, for None); return its address."""
+    servers: list[tuple[uvicorn.Server, threading.Thread]] = []
+
+    def start(load_dir: Path | None) -> tuple[str, int]:
+        if load_dir is None:
+            monkeypatch.delenv(LOAD_DIR_VARIABLE, raising=False)
+        else:
+            monkeypatch.setenv(LOAD_DIR_VARIABLE, f"{load_dir}:2")
+        limits = ConnectionLimits.from_settings(settings, max_connections=100)
+        config = uvicorn.Config(
+            create_app(settings),
+            host="127.0.0.1",
+            port=0,
+            log_level="warning",
+            http=functools.partial(LimitedHttpToolsProtocol, limits=limits),  # type: ignore[arg-type]
+            ws="none",
+        )
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        servers.append((server, thread))
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.01)
+        host, port = server.servers[0].sockets[0].getsockname()[:2]
+        return host, port
+
+    yield start
+    for server, thread in servers:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def exchange(sock: socket.socket) -> dict[str, str]:
+    """Send GET /healthz on `sock`; return the answer's headers, its whole body read."""
+    sock.sendall(HEALTHZ)
+    received = b""
+    while b"\r\n\r\n" not in received:
+        received += sock.recv(65536)
+    head, _, body = received.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    assert lines[0].startswith("HTTP/1.1 200")
+    headers = {
+        name.strip().lower(): value.strip()
+        for name, _, value in (line.partition(":") for line in lines[1:])
+    }
+    while len(body) < int(headers["content-length"]):
+        body += sock.recv(65536)
+    assert b'"ok"' in body  # the answer itself is whole
+    return headers
+
+
+def eventually(condition: Callable[[], bool]) -> bool:
+    deadline = time.monotonic() + 10
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_a_busier_worker_closes_a_connection_after_a_complete_answer(
+    serve_in_process: Callable[[Path | None], tuple[str, int]], tmp_path: Path
 ) -> None:
-    monkeypatch.setenv(LOAD_DIR_VARIABLE, f"{tmp_path}:2")
     other = WorkerLoads(tmp_path, 2)  # the other worker, serving no connection
-    try:
-        with TestClient(create_app(settings)) as client:
-            loads: WorkerLoads = client.app.state.worker_loads  # type: ignore[attr-defined]
-            assert loads.slot != other.slot
+    address = serve_in_process(tmp_path)
+    with ExitStack() as opened:
+        opened.callback(other.close)
 
-            calm = client.get("/healthz")
-            assert calm.status_code == 200
-            assert "connection" not in calm.headers
-            assert loads.connections == 1
+        def connect() -> socket.socket:
+            return opened.enter_context(socket.create_connection(address, timeout=30))
 
-            loads.saw(("10.0.0.9", 1))  # two more connections of this worker
-            loads.saw(("10.0.0.9", 2))
-            busy = client.get("/healthz")
-            assert busy.status_code == 200
-            assert busy.json()["status"] == "ok"  # the answer itself is whole
-            assert busy.headers["connection"] == "close"
-            assert busy.headers["x-request-id"]
-            assert loads.connections == 2  # the closed one no longer counts
+        first = connect()
+        assert "connection" not in exchange(first)
+        assert other.others() == [1]
 
-            other.saw(("10.0.0.8", 1))  # the other worker as busy: nowhere better to go
-            other.saw(("10.0.0.8", 2))
-            assert "connection" not in client.get("/healthz").headers
-    finally:
-        other.close()
+        second = connect()
+        assert exchange(second)["connection"] == "close"  # two here, none there
+        assert second.recv(1) == b""  # and closed after it
+        second.close()
+        assert other.others() == [1]
+
+        other.saw("x")  # the other worker as busy: nowhere better to go
+        other.saw("y")
+        third = connect()
+        assert "connection" not in exchange(third)
+        assert "connection" not in exchange(first)
+        assert other.others() == [2]
+        other.ended("y")  # the other worker serves one
+
+        # A connection its client closed stops counting at once, not after ACTIVE_SECONDS
+        # (nor at this worker's next request): with it gone, a new one here makes two
+        # against one, no reason to move.
+        third.close()
+        assert eventually(lambda: other.others() == [1])
+        fourth = connect()
+        assert "connection" not in exchange(fourth)
+        assert other.others() == [2]
+        first.close()
+        fourth.close()
+        assert eventually(lambda: other.others() == [0])
 
 
-def test_one_worker_balances_nothing(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(LOAD_DIR_VARIABLE, raising=False)
-    with TestClient(create_app(settings)) as client:
-        assert client.app.state.worker_loads is None  # type: ignore[attr-defined]
-        assert "connection" not in client.get("/healthz").headers
+def test_one_worker_balances_nothing(
+    serve_in_process: Callable[[Path | None], tuple[str, int]],
+) -> None:
+    address = serve_in_process(None)
+    with ExitStack() as opened:
+        connections = [
+            opened.enter_context(socket.create_connection(address, timeout=30)) for _ in range(3)
+        ]
+        for _ in range(2):
+            for connection in connections:
+                assert "connection" not in exchange(connection)

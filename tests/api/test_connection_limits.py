@@ -241,7 +241,7 @@ def test_keyless_60_mb_bodies_each_read_their_401_from_a_server_with_two_workers
     tmp_path: Path,
 ) -> None:
     # With two workers, one that serves more connections answers with `Connection: close`
-    # (app/api/balance.py): without lingering close those clients got a reset.
+    # (app/balance.py): without lingering close those clients got a reset.
     env = serve_env(tmp_path, SPAMSIFT_ADMIN_KEY=ADMIN_KEY)
     body = b'{"items": [' + b'{"text": "x", "label": "spam"},' * (60_000_000 // 31) + b"{}]}"
     paths = ["/v1/models/default/train/batch", "/v1/models/default/classify/batch", "/v1/models"]

@@ -6,7 +6,7 @@ server opening its pool) often land mostly on one worker, and keep-alive keeps t
 That worker then queues while the other idles (measured: 37 of 50 connections on one of two
 workers, and a p99 hundreds of milliseconds long at 80 % of the server's capacity).
 
-So each worker publishes how many connections it serves (those that sent a request within
+So each worker publishes how many connections it serves (open ones that sent a request within
 the last `ACTIVE_SECONDS`) in a slot of a file all workers map, and a worker with at least
 `MARGIN` more than the worker with the fewest answers with `Connection: close`: the client
 opens a new connection, which the kernel most likely gives to a worker waiting in accept, the
@@ -15,11 +15,18 @@ after any keep-alive timeout. Connections, not requests in flight, are what is e
 requests in flight swing from one moment to the next even when the connections are even
 (measured: a close on 26-29 % of answers), where connections move only when they are uneven.
 
+The server's connection protocol (app/connections.py) tells a worker's `WorkerLoads` of each
+request and of each connection's end: a closed connection stops counting at once. (Counted by
+their requests alone, closed connections went on counting for `ACTIVE_SECONDS`: two clients
+reconnecting every half second made each worker look three or four connections busy, and one
+worker served both connections in half of the passes.)
+
 A worker claims its slot with a lock on the slot's lock file (`flock`, released by the kernel
 when the process ends, so a restarted worker takes the slot over). Each worker changes only
 its own slot, from its event loop thread; reads of the others' slots may be a moment old, which is
-all a heuristic needs. A worker that gets no request does not refresh its count; the others
-then see it as no less busy than it was, and move nothing towards it.
+all a heuristic needs. A worker whose connections all fall quiet while they stay open goes on
+showing them until its next request or close; the others then see it as no less busy than it
+was, and move nothing towards it.
 """
 
 from __future__ import annotations
@@ -29,21 +36,18 @@ import mmap
 import os
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from pathlib import Path
-
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 LOAD_DIR_VARIABLE = "SPAMSIFT_WORKER_LOAD_DIR"  # set by `spamsift serve` for N > 1 workers
 SLOT = struct.Struct("=q")
 MARGIN = 2  # moving one connection narrows the gap only when it is at least 2
 ACTIVE_SECONDS = 2.0  # a connection that sent a request this recently counts as served
-CLOSE = (b"connection", b"close")
 
 
 class WorkerLoads:
     """Connections served by each worker process, one 8-byte slot each in a file shared in
-    `directory`; a connection is its client's (address, port)."""
+    `directory`; a connection is any object standing for one (the server's protocol)."""
 
     def __init__(
         self, directory: Path, workers: int, *, clock: Callable[[], float] = time.monotonic
@@ -57,7 +61,7 @@ class WorkerLoads:
             os.ftruncate(self._fd, size)
         self._map = mmap.mmap(self._fd, size)
         self._offset = self.slot * SLOT.size
-        self._last_request: dict[tuple[str, int], float] = {}
+        self._last_request: dict[Hashable, float] = {}
         self._pruned_at = clock()
         SLOT.pack_into(self._map, self._offset, 0)  # whatever a dead worker left there
 
@@ -65,7 +69,7 @@ class WorkerLoads:
     def connections(self) -> int:
         return len(self._last_request)
 
-    def saw(self, connection: tuple[str, int]) -> None:
+    def saw(self, connection: Hashable) -> None:
         """Count a request on `connection`."""
         now = self._clock()
         self._last_request[connection] = now
@@ -76,10 +80,10 @@ class WorkerLoads:
                 del self._last_request[gone]
         SLOT.pack_into(self._map, self._offset, len(self._last_request))
 
-    def closing(self, connection: tuple[str, int]) -> None:
-        """`connection` is closed after this answer: it no longer counts here."""
-        self._last_request.pop(connection, None)
-        SLOT.pack_into(self._map, self._offset, len(self._last_request))
+    def ended(self, connection: Hashable) -> None:
+        """`connection` is closed, or will be after its answer: it no longer counts here."""
+        if self._last_request.pop(connection, None) is not None:
+            SLOT.pack_into(self._map, self._offset, len(self._last_request))
 
     def others(self) -> list[int]:
         """The other workers' connections."""
@@ -125,29 +129,3 @@ def loads_from_environment() -> WorkerLoads | None:
     if not path or not workers.isdigit() or int(workers) < 2:
         return None
     return WorkerLoads(Path(path), int(workers))
-
-
-class ConnectionBalance:
-    """ASGI middleware: count this worker's connections, and close the connection of an
-    answer while another worker serves fewer (see the module's docstring)."""
-
-    def __init__(self, app: ASGIApp, *, loads: WorkerLoads) -> None:
-        self.app = app
-        self.loads = loads
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        client = scope.get("client")
-        if scope["type"] != "http" or not client:
-            await self.app(scope, receive, send)
-            return
-        loads = self.loads
-        connection = (str(client[0]), int(client[1]))
-        loads.saw(connection)
-
-        async def send_balanced(message: Message) -> None:
-            if message["type"] == "http.response.start" and loads.busier_than_another():
-                loads.closing(connection)
-                message = {**message, "headers": [*message.get("headers", []), CLOSE]}
-            await send(message)
-
-        await self.app(scope, receive, send_balanced)
