@@ -106,6 +106,10 @@ class WorkerLoads:
         os.close(self._lock_fd)  # releases the slot
 
 
+class SlotsTaken(RuntimeError):
+    """Every slot is held by a live worker."""
+
+
 def _claim_slot(directory: Path, workers: int) -> tuple[int, int]:
     """The first slot no live worker holds, and the descriptor holding its lock."""
     for slot in range(workers):
@@ -116,7 +120,7 @@ def _claim_slot(directory: Path, workers: int) -> tuple[int, int]:
             os.close(fd)
             continue
         return slot, fd
-    raise RuntimeError(f"all {workers} worker slots in {directory} are taken")
+    raise SlotsTaken(f"all {workers} worker slots in {directory} are taken")
 
 
 def loads_from_environment() -> WorkerLoads | None:

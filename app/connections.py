@@ -49,7 +49,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from app.balance import WorkerLoads, loads_from_environment
+from app.balance import SlotsTaken, WorkerLoads, loads_from_environment
 from app.config import Settings
 
 
@@ -123,13 +123,20 @@ _loads: weakref.WeakKeyDictionary[ServerState, WorkerLoads | None] = weakref.Wea
 
 def _worker_loads(server_state: ServerState) -> WorkerLoads | None:
     """The server's slot among the workers of `spamsift serve`, claimed by its first
-    connection and given back when the server is gone; None with one worker."""
-    if server_state not in _loads:
+    connection and given back when the server is gone; None with one worker, or while every
+    slot is held: uvicorn starts a worker's replacement (SIGHUP) before it stops the worker,
+    and a worker added by SIGTTIN has none. Such a worker serves without balancing and tries
+    again at its next connection."""
+    if server_state in _loads:
+        return _loads[server_state]
+    try:
         loads = loads_from_environment()
-        if loads is not None:
-            weakref.finalize(server_state, loads.close)
-        _loads[server_state] = loads
-    return _loads[server_state]
+    except SlotsTaken:
+        return None
+    if loads is not None:
+        weakref.finalize(server_state, loads.close)
+    _loads[server_state] = loads
+    return loads
 
 
 def error_answer(status: int, reason: str, code: str, message: str) -> bytes:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import uvicorn
 
-from app.balance import ACTIVE_SECONDS, LOAD_DIR_VARIABLE, WorkerLoads
+from app.balance import ACTIVE_SECONDS, LOAD_DIR_VARIABLE, SlotsTaken, WorkerLoads
 from app.config import Settings
 from app.connections import ConnectionLimits, LimitedHttpToolsProtocol
 from app.main import create_app
@@ -38,7 +38,7 @@ def test_each_worker_holds_its_own_slot_and_reads_the_others(tmp_path: Path) -> 
     first = WorkerLoads(tmp_path, 2, clock=clock)
     second = WorkerLoads(tmp_path, 2, clock=clock)
     assert {first.slot, second.slot} == {0, 1}
-    with pytest.raises(RuntimeError, match="worker slots"):
+    with pytest.raises(SlotsTaken, match="worker slots"):
         WorkerLoads(tmp_path, 2)
 
     first.saw("a")
@@ -175,6 +175,31 @@ def test_a_busier_worker_closes_a_connection_after_a_complete_answer(
         first.close()
         fourth.close()
         assert eventually(lambda: other.others() == [0])
+
+
+def test_a_worker_without_a_free_slot_serves_and_claims_one_when_it_is_freed(
+    serve_in_process: Callable[[Path | None], tuple[str, int]], tmp_path: Path
+) -> None:
+    # As when uvicorn starts a worker's replacement before it stops the worker (SIGHUP).
+    held = [WorkerLoads(tmp_path, 2), WorkerLoads(tmp_path, 2)]
+    address = serve_in_process(tmp_path)
+    with ExitStack() as opened:
+        opened.callback(lambda: [loads.close() for loads in held])
+        first, second = (
+            opened.enter_context(socket.create_connection(address, timeout=30)) for _ in range(2)
+        )
+        for connection in (first, second):
+            assert "connection" not in exchange(connection)  # served, nothing to balance by
+
+        replaced = held.pop()  # the worker it replaces stops
+        replaced.close()
+        remaining = held[0]
+        third = opened.enter_context(socket.create_connection(address, timeout=30))
+        assert "connection" not in exchange(third)  # its first connection claims the slot
+        assert remaining.others() == [1]
+        # Connections from before the claim are not counted; those since are.
+        fourth = opened.enter_context(socket.create_connection(address, timeout=30))
+        assert exchange(fourth)["connection"] == "close"  # two here, none there
 
 
 def test_one_worker_balances_nothing(
