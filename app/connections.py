@@ -116,6 +116,8 @@ class _Clients:
             self.logged_at = now
 
 
+log = logging.getLogger("spamsift.serve")
+
 # Per server (a process runs one; tests may run several).
 _clients: weakref.WeakKeyDictionary[ServerState, _Clients] = weakref.WeakKeyDictionary()
 _loads: weakref.WeakKeyDictionary[ServerState, WorkerLoads | None] = weakref.WeakKeyDictionary()
@@ -126,13 +128,17 @@ def _worker_loads(server_state: ServerState) -> WorkerLoads | None:
     connection and given back when the server is gone; None with one worker, or while every
     slot is held: uvicorn starts a worker's replacement (SIGHUP) before it stops the worker,
     and a worker added by SIGTTIN has none. Such a worker serves without balancing and tries
-    again at its next connection."""
+    again at its next connection. A directory it cannot use (a cleaner emptied /tmp) leaves
+    it without balancing, said once: never a reason to refuse a connection."""
     if server_state in _loads:
         return _loads[server_state]
     try:
         loads = loads_from_environment()
     except SlotsTaken:
         return None
+    except OSError as error:
+        log.warning("this worker does not balance connections with the others: %s", error)
+        loads = None
     if loads is not None:
         weakref.finalize(server_state, loads.close)
     _loads[server_state] = loads

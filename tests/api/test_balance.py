@@ -202,6 +202,22 @@ def test_a_worker_without_a_free_slot_serves_and_claims_one_when_it_is_freed(
         assert exchange(fourth)["connection"] == "close"  # two here, none there
 
 
+def test_a_worker_whose_directory_is_gone_serves_without_balancing(
+    serve_in_process: Callable[[Path | None], tuple[str, int]],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    address = serve_in_process(tmp_path / "emptied by a cleaner")
+    with ExitStack() as opened:
+        connections = [
+            opened.enter_context(socket.create_connection(address, timeout=30)) for _ in range(3)
+        ]
+        for connection in connections:
+            assert "connection" not in exchange(connection)
+    said = [r.getMessage() for r in caplog.records if "does not balance" in r.getMessage()]
+    assert len(said) == 1, said
+
+
 def test_one_worker_balances_nothing(
     serve_in_process: Callable[[Path | None], tuple[str, int]],
 ) -> None:
