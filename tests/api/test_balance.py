@@ -7,6 +7,7 @@ in this process; the test plays the other worker by holding the other slot."""
 from __future__ import annotations
 
 import functools
+import signal
 import socket
 import threading
 import time
@@ -14,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
+import httpx
 import pytest
 import uvicorn
 
@@ -21,6 +23,7 @@ from app.balance import ACTIVE_SECONDS, LOAD_DIR_VARIABLE, SlotsTaken, WorkerLoa
 from app.config import Settings
 from app.connections import ConnectionLimits, LimitedHttpToolsProtocol
 from app.main import create_app
+from tests.ops.server import running_server, serve_env
 
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
@@ -229,3 +232,21 @@ def test_one_worker_balances_nothing(
         for _ in range(2):
             for connection in connections:
                 assert "connection" not in exchange(connection)
+
+
+@pytest.mark.slow
+def test_sighup_replaces_each_worker_of_a_server_with_two(tmp_path: Path) -> None:
+    # uvicorn's supervisor starts each replacement before it stops the worker it replaces:
+    # the replacement must serve while both of the old workers' slots are still held.
+    with running_server(tmp_path, serve_env(tmp_path), "--workers", "2") as server:
+        server.process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 120
+        while server.output().count("Terminated child process") < 2:
+            output = server.output()
+            assert "aborting the restart" not in output, output
+            assert server.process.poll() is None, output
+            assert time.monotonic() < deadline, output
+            time.sleep(0.2)
+        assert server.output().count("Started server process") == 4
+        assert httpx.get(f"{server.url}/healthz", timeout=30).status_code == 200
+        assert "Traceback" not in server.output()
