@@ -194,6 +194,9 @@ class LoadResult:
     # the load ran: on a shared machine the generator's share is taken from the server.
     server_cpu_seconds: float = 0.0
     client_cpu_seconds: float = 0.0
+    # Answers that closed their connection (`Connection: close`, e.g. the workers' balancing):
+    # the client's next request opened a new one.
+    closed_by_server: int = 0
 
     @property
     def requests(self) -> int:
@@ -210,6 +213,7 @@ class _Connection:
         self.port = port
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
+        self.closed_by_server = 0
 
     async def send(self, request: Request) -> tuple[int, bytes]:
         if self.writer is None:
@@ -238,6 +242,7 @@ class _Connection:
                 close = True
         body = await self.reader.readexactly(length)
         if close:
+            self.closed_by_server += 1
             await self.close()
         return status, body
 
@@ -306,6 +311,7 @@ async def _run_load(
                 if keep_bodies:
                     bodies[index] = body
         finally:
+            result.closed_by_server += connection.closed_by_server
             await connection.close()
 
     await asyncio.gather(*(client() for _ in range(clients)))

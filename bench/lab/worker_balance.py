@@ -5,8 +5,9 @@
 in batches of 500 from two clients, then its test messages classified in batches of 100 from
 two clients, three passes to warm up and `runs` timed passes (default 10), each pass opening
 two new connections as the targets' batch row does. For each pass it prints the busier
-worker's share of the server's CPU (0.5: even; 1.0: one worker did everything) and the pass's
-messages per second.
+worker's share of the server's CPU (0.5: even; 1.0: one worker did everything), the pass's
+messages per second, and how many answers closed their connection (the workers' balancing
+moving one: 1 where both connections were accepted by one worker and one of them moved).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def main() -> None:
             workers = server.pids()[1:]
             shares: list[float] = []
             rates: list[int] = []
+            moved: list[int] = []
             for _ in range(args.runs):
                 before = [process_cpu_seconds(pid) or 0.0 for pid in workers]
                 done = run_load(server, batches, clients=2)
@@ -54,11 +56,13 @@ def main() -> None:
                 ]
                 shares.append(round(max(used) / sum(used), 2))
                 rates.append(round(len(split.test) / done.seconds))
+                moved.append(done.closed_by_server)
     print(
         json.dumps(
             {
                 "busier_worker_cpu_share": shares,
                 "messages_per_s": rates,
+                "connections_closed_by_the_server": moved,
                 "load_average_1min_at_end": round(os.getloadavg()[0], 2),
             },
             indent=1,
