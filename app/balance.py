@@ -25,9 +25,9 @@ reconnecting every half second made each worker look 3-6 connections busy, and o
 A worker claims its slot with a lock on the slot's lock file (`flock`, released by the kernel
 when the process ends, so a restarted worker takes the slot over). Each worker changes only
 its own slot, from its event loop thread; reads of the others' slots may be a moment old, which is
-all a heuristic needs. A worker whose connections all fall quiet while they stay open goes on
-showing them until its next request or close; the others then see it as no less busy than it
-was, and move nothing towards it.
+all a heuristic needs. Beside its count a worker publishes when it last saw a request: a worker
+whose connections all fell quiet while they stay open publishes nothing more, and the others
+read its count as 0 once that is `ACTIVE_SECONDS` old, as it would read itself.
 """
 
 from __future__ import annotations
@@ -41,13 +41,15 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 
 LOAD_DIR_VARIABLE = "SPAMSIFT_WORKER_LOAD_DIR"  # set by `spamsift serve` for N > 1 workers
-SLOT = struct.Struct("=q")
+# A worker's slot: its connections, and when it last saw a request (time.monotonic: one clock
+# for every process on Linux).
+SLOT = struct.Struct("=qd")
 MARGIN = 2  # moving one connection narrows the gap only when it is at least 2
 ACTIVE_SECONDS = 2.0  # a connection that sent a request this recently counts as served
 
 
 class WorkerLoads:
-    """Connections served by each worker process, one 8-byte slot each in a file shared in
+    """Connections served by each worker process, one `SLOT` each in a file shared in
     `directory`; a connection is any object standing for one (the server's protocol)."""
 
     def __init__(
@@ -63,8 +65,8 @@ class WorkerLoads:
         self._map = mmap.mmap(self._fd, size)
         self._offset = self.slot * SLOT.size
         self._last_request: dict[Hashable, float] = {}
-        self._pruned_at = clock()
-        SLOT.pack_into(self._map, self._offset, 0)  # whatever a dead worker left there
+        self._pruned_at = self._latest = clock()
+        self._publish()  # over whatever a dead worker left there
 
     @property
     def connections(self) -> int:
@@ -72,27 +74,30 @@ class WorkerLoads:
 
     def saw(self, connection: Hashable) -> None:
         """Count a request on `connection`."""
-        now = self._clock()
+        now = self._latest = self._clock()
         self._last_request[connection] = now
         if now - self._pruned_at >= ACTIVE_SECONDS / 2:
             self._pruned_at = now
             quiet = [c for c, at in self._last_request.items() if now - at > ACTIVE_SECONDS]
             for gone in quiet:
                 del self._last_request[gone]
-        SLOT.pack_into(self._map, self._offset, len(self._last_request))
+        self._publish()
 
     def ended(self, connection: Hashable) -> None:
         """`connection` is closed, or will be after its answer: it no longer counts here."""
         if self._last_request.pop(connection, None) is not None:
-            SLOT.pack_into(self._map, self._offset, len(self._last_request))
+            self._publish()
 
     def others(self) -> list[int]:
-        """The other workers' connections."""
-        return [
-            SLOT.unpack_from(self._map, slot * SLOT.size)[0]
-            for slot in range(self.workers)
-            if slot != self.slot
-        ]
+        """The other workers' connections; none for a worker that has seen no request for
+        `ACTIVE_SECONDS` (all its connections are quiet, whatever it last published)."""
+        now = self._clock()
+        counts = []
+        for slot in range(self.workers):
+            if slot != self.slot:
+                connections, latest = SLOT.unpack_from(self._map, slot * SLOT.size)
+                counts.append(connections if now - latest <= ACTIVE_SECONDS else 0)
+        return counts
 
     def busier_than_another(self) -> bool:
         """Tell whether a connection moved from this worker to the one with the fewest would
@@ -100,8 +105,12 @@ class WorkerLoads:
         others = self.others()
         return bool(others) and self.connections - min(others) >= MARGIN
 
+    def _publish(self) -> None:
+        SLOT.pack_into(self._map, self._offset, len(self._last_request), self._latest)
+
     def close(self) -> None:
-        SLOT.pack_into(self._map, self._offset, 0)
+        self._last_request.clear()
+        self._publish()
         self._map.close()
         os.close(self._fd)
         os.close(self._lock_fd)  # releases the slot

@@ -19,6 +19,7 @@ import httpx
 import pytest
 import uvicorn
 
+from app import balance
 from app.balance import ACTIVE_SECONDS, LOAD_DIR_VARIABLE, SlotsTaken, WorkerLoads
 from app.config import Settings
 from app.connections import ConnectionLimits, LimitedHttpToolsProtocol
@@ -62,6 +63,10 @@ def test_each_worker_holds_its_own_slot_and_reads_the_others(tmp_path: Path) -> 
     clock.now += ACTIVE_SECONDS + 1  # a connection quiet that long no longer counts
     first.saw("d")
     assert second.others() == [1]
+    # nor does a worker whose connections all fell quiet, though it published no change
+    assert first.others() == [0]
+    second.saw("e")
+    assert first.others() == [1]
 
     first.close()  # a worker gone: its slot is free, and its successor starts at 0
     successor = WorkerLoads(tmp_path, 2)
@@ -76,7 +81,10 @@ def serve_in_process(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Callable[[Path | None], tuple[str, int]]]:
     """Start uvicorn with spamsift's connection protocol, as one of two workers sharing
-    a directory (or as the only worker, for None); return its address."""
+    a directory (or as the only worker, for None); return its address. A connection counts
+    however long the test takes between its requests (a loaded machine's pause is no
+    connection falling quiet)."""
+    monkeypatch.setattr(balance, "ACTIVE_SECONDS", 3600.0)
     servers: list[tuple[uvicorn.Server, threading.Thread]] = []
 
     def start(load_dir: Path | None) -> tuple[str, int]:
