@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import signal
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -25,6 +24,7 @@ from app.config import Settings
 from app.connections import ConnectionLimits, LimitedHttpToolsProtocol
 from app.main import create_app
 from tests.ops.server import running_server, serve_env
+from tests.servers import in_thread
 
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
@@ -85,37 +85,25 @@ def serve_in_process(
     however long the test takes between its requests (a loaded machine's pause is no
     connection falling quiet)."""
     monkeypatch.setattr(balance, "ACTIVE_SECONDS", 3600.0)
-    servers: list[tuple[uvicorn.Server, threading.Thread]] = []
+    with ExitStack() as running:
 
-    def start(load_dir: Path | None) -> tuple[str, int]:
-        if load_dir is None:
-            monkeypatch.delenv(LOAD_DIR_VARIABLE, raising=False)
-        else:
-            monkeypatch.setenv(LOAD_DIR_VARIABLE, f"{load_dir}:2")
-        limits = ConnectionLimits.from_settings(settings, max_connections=100)
-        config = uvicorn.Config(
-            create_app(settings),
-            host="127.0.0.1",
-            port=0,
-            log_level="warning",
-            http=functools.partial(LimitedHttpToolsProtocol, limits=limits),  # type: ignore[arg-type]
-            ws="none",
-        )
-        server = uvicorn.Server(config)
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        servers.append((server, thread))
-        deadline = time.monotonic() + 30
-        while not server.started:
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.01)
-        host, port = server.servers[0].sockets[0].getsockname()[:2]
-        return host, port
+        def start(load_dir: Path | None) -> tuple[str, int]:
+            if load_dir is None:
+                monkeypatch.delenv(LOAD_DIR_VARIABLE, raising=False)
+            else:
+                monkeypatch.setenv(LOAD_DIR_VARIABLE, f"{load_dir}:2")
+            limits = ConnectionLimits.from_settings(settings, max_connections=100)
+            config = uvicorn.Config(
+                create_app(settings),
+                host="127.0.0.1",
+                port=0,
+                log_level="warning",
+                http=functools.partial(LimitedHttpToolsProtocol, limits=limits),  # type: ignore[arg-type]
+                ws="none",
+            )
+            return running.enter_context(in_thread(config))
 
-    yield start
-    for server, thread in servers:
-        server.should_exit = True
-        thread.join(timeout=10)
+        yield start
 
 
 def exchange(sock: socket.socket) -> dict[str, str]:

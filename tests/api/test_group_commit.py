@@ -5,8 +5,6 @@ stay exactly what the ledger sums to, and one click refused in the burst fails a
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -22,6 +20,7 @@ from app.service.runtime import Runtime
 from app.store.engine import Database
 from app.store.tables import trained_messages
 from tests.builders import counts_from_ledger, ham_text, spam_text, stored_cells
+from tests.servers import in_thread
 
 CLICKS = 50
 FLOOD = " ".join(f"word{i}x{i * 7}" for i in range(60))  # many tokens the model never saw
@@ -42,17 +41,8 @@ def server(database_url: str) -> Iterator[str]:
     settings = Settings(database_url=database_url, _env_file=None)  # type: ignore[call-arg]
     settings = settings.model_copy(update={"max_new_tokens_per_request": flood_limit(settings)})
     config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=0, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(1000):
-        if server.started:
-            break
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with in_thread(config) as (host, port):
+        yield f"http://{host}:{port}"
 
 
 @pytest.mark.slow  # 8-10 s on two shared cores

@@ -14,6 +14,7 @@ import uvicorn
 
 from app.config import Settings
 from app.main import create_app
+from tests.servers import in_thread
 
 MAX_MESSAGE_BYTES = 64 * 1024
 MAX_REQUEST_BYTES = 256 * 1024
@@ -29,17 +30,8 @@ def server(database_url: str) -> Iterator[str]:
         _env_file=None,  # type: ignore[call-arg]
     )
     config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=0, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(500):
-        if server.started:
-            break
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    yield f"127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with in_thread(config) as (host, port):
+        yield f"{host}:{port}"
 
 
 def raw_exchange(
