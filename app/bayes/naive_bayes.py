@@ -14,7 +14,6 @@ import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Annotated, Literal, get_args
 
 import numpy as np
@@ -177,7 +176,7 @@ def vocabulary_of(total_docs: IntArray, tokens: TokenIndex, config: NaiveBayesCo
         stop_words=config.stop_words,
         excluded_prefixes=config.excluded_prefixes,
         # Stop words looked up, not every token's text compared: 2.6 s on 694,467 tokens.
-        token_lookup=partial(tokens.lookup, exact=True),
+        token_lookup=tokens.lookup_words,
     )
 
 
@@ -486,7 +485,7 @@ class Classifier:
                 stop_words=config.stop_words,
                 excluded_prefixes=config.excluded_prefixes,
                 token_ids=token_ids,
-                token_lookup=partial(table.tokens.lookup, exact=True),
+                token_lookup=table.tokens.lookup_words,
             )
             return Changes(token_ids, old_docs, old_terms, in_vocabulary)
         full = self._full_mask()

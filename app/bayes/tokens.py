@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterator, Sequence
+from functools import lru_cache
 from itertools import repeat
 from typing import Any, TypeVar, overload
 
@@ -192,6 +193,16 @@ class TokenIndex(Sequence[str]):
             extra = np.fromiter(map(self._collided.get, tokens, repeat(-1)), np.int64, n)
             np.copyto(ids, extra, where=extra >= 0)
         return ids
+
+    def lookup_words(self, words: frozenset[str]) -> IntArray:
+        """The ids of a set of words (stop words), in no particular order, -1 for a word the
+        index does not know; exact, as `lookup(..., exact=True)`. With this index's own hash
+        function, a set's UTF-8 and hashes are made once per process, not at every call: a
+        model not held builds a new index for each message it scores."""
+        if self._hash is None:
+            return self.lookup_exact(_hashed_words(words))
+        texts = sorted(words)
+        return self.lookup_exact(HashedTexts.from_strings(texts, self._hashes_of(texts)))
 
     def lookup_exact(self, tokens: HashedTexts) -> IntArray:
         """`lookup(texts, exact=True)` for texts given as UTF-8 with their hashes (from this
@@ -511,6 +522,12 @@ class TokenIndex(Sequence[str]):
             self._hashes, self._hash_ids = _inserted(
                 self._hashes, self._hash_ids, hashes, token_ids
             )
+
+
+@lru_cache(maxsize=64)
+def _hashed_words(words: frozenset[str]) -> HashedTexts:
+    texts = sorted(words)
+    return HashedTexts.from_strings(texts, token_hashes(texts))
 
 
 def _positions(sorted_hashes: IntArray, hashes: IntArray) -> IntArray:

@@ -145,6 +145,22 @@ def test_tokens_added_a_few_at_a_time_and_in_bulk_are_told_apart_across_merges()
     assert index.lookup(["b99", "c"], exact=True).tolist() == [-1, -1]
 
 
+@pytest.mark.parametrize("hash_function", [None, weak_hash])
+def test_a_set_of_words_finds_exactly_the_ids_each_index_gives_them(hash_function) -> None:
+    """Stop words are looked up as a set whose hashes are kept between calls: each index,
+    whatever its hash function, still finds its own ids, -1 for a word it lacks."""
+    words = frozenset(["free", "naïve", "absent", "💊"])
+    first = TokenIndex(hash_function=hash_function)
+    second = TokenIndex(hash_function=hash_function)
+    first.place(np.arange(7), TEXTS)
+    second.place(np.arange(20, 27), TEXTS[::-1])
+    for index in (first, second, first):  # what one call kept must not leak into the next
+        expected = index.lookup(sorted(words), exact=True)
+        assert sorted(index.lookup_words(words).tolist()) == sorted(expected.tolist())
+    assert sorted(first.lookup_words(words).tolist()) == [-1, 0, 4, 6]
+    assert sorted(second.lookup_words(words).tolist()) == [-1, 20, 22, 26]
+
+
 def test_a_lookup_by_hash_finds_what_a_lookup_by_text_finds_without_asking_for_texts() -> None:
     index = TokenIndex.from_texts(TEXTS[:4])
     index.intern(TEXTS[4:])  # waiting in the small sorted array
