@@ -61,12 +61,10 @@ def read_partial_model(
     sums = None if totals is None else totals.of_model(conn, row, config, counts)
     live = LiveModel.empty(row, engine_config, config=config, totals=sums)
     live.table.place(np.arange(counts.token_ids.size, dtype=np.int64), counts.token_texts)
-    if counts.count_token_ids.size:
+    token_ids, class_indices, docs, terms = counts.cells()
+    if token_ids.size:
         live.table.set_counts(
-            np.searchsorted(counts.token_ids, counts.count_token_ids),
-            counts.count_class_indices,
-            counts.count_docs,
-            counts.count_terms,
+            np.searchsorted(counts.token_ids, token_ids), class_indices, docs, terms
         )
     live.table.set_class_totals(counts.class_docs, counts.class_terms)
     if config.gaussian_attributes:  # a few rows: the model's attribute sums

@@ -76,6 +76,16 @@ class TokenEntries:
         """The entries of those of `token_ids` present here."""
         return self.where(np.isin(self.token_ids, token_ids))
 
+    def add_to(self, token_ids: IntArray, docs: IntArray, terms: IntArray) -> None:
+        """Add these entries' counts to the rows of `docs` and `terms` (one per token of the
+        ascending `token_ids`) whose token is here; tokens not in `token_ids` are left out."""
+        if not len(self) or not token_ids.size:
+            return
+        rows = np.minimum(np.searchsorted(token_ids, self.token_ids), token_ids.size - 1)
+        here = token_ids[rows] == self.token_ids
+        docs[rows[here]] += self.docs[here]
+        terms[rows[here]] += self.terms[here]
+
     def plus(self, other: TokenEntries) -> TokenEntries:
         """Both sets of tokens; where a token is in both, its counts summed and the later
         generation (`other` holds deltas on top of these: the journal on the chunks)."""
@@ -122,16 +132,18 @@ def unpack_chunks(numbers: Sequence[int], blobs: Sequence[bytes], n_classes: int
     return _present(token_ids, table.reshape(-1, width), n_classes)
 
 
-def unpack_entries(
-    token_ids: IntArray, blobs: Sequence[bytes | None], n_classes: int
-) -> TokenEntries:
-    """Single tokens' entries, each cut from its chunk (None: no chunk holds it yet)."""
+def entry_counts(blobs: Sequence[bytes | None], n_classes: int) -> tuple[IntArray, IntArray]:
+    """The docs and terms (a row per blob, a column per class) of single tokens' entries, each
+    cut from its chunk; zeros for None (no chunk holds the token yet)."""
     width = entry_width(n_classes)
     empty = bytes(width * _INT.itemsize)
     table = np.frombuffer(
-        b"".join(empty if blob is None else blob for blob in blobs), dtype=_INT
+        b"".join([empty if blob is None else blob for blob in blobs]), dtype=_INT
     ).reshape(-1, width)
-    return _present(token_ids, table, n_classes)
+    return (
+        table[:, :n_classes].astype(np.int64),
+        table[:, n_classes : 2 * n_classes].astype(np.int64),
+    )
 
 
 def _present(token_ids: IntArray, table: NDArray[np.int64], n_classes: int) -> TokenEntries:

@@ -29,12 +29,12 @@ from app.store.chunks import (
     TokenEntries,
     cell_entries,
     chunk_of,
+    entry_counts,
     entry_width,
     fold,
     journal_entries,
     pack_delta,
     unpack_chunks,
-    unpack_entries,
     without,
 )
 from app.store.dialect import driver_sql
@@ -687,14 +687,24 @@ def _fetch_chunks(
 class MessageCounts:
     """A model's rows for some token texts only: what scoring one message needs."""
 
-    token_ids: IntArray  # ascending
+    token_ids: IntArray  # ascending: the texts found
+    places: IntArray  # of each, the place of its text in the texts asked for (repeats dropped)
     token_texts: list[str]  # in the order of token_ids
-    count_token_ids: IntArray
-    count_class_indices: IntArray
-    count_docs: IntArray
-    count_terms: IntArray
+    docs: IntArray  # (tokens, classes), zeros where a token holds no count
+    terms: IntArray  # (tokens, classes)
     class_docs: IntArray
     class_terms: IntArray
+
+    def cells(self) -> tuple[IntArray, IntArray, IntArray, IntArray]:
+        """(token ids, class indices, docs, terms) of the (token, class) cells that hold a
+        count."""
+        rows, class_indices = np.nonzero((self.docs != 0) | (self.terms != 0))
+        return (
+            self.token_ids[rows],
+            class_indices.astype(np.int64),
+            self.docs[rows, class_indices],
+            self.terms[rows, class_indices],
+        )
 
 
 # One statement, one round trip: the message's tokens, each with its entry cut from its chunk,
@@ -711,8 +721,9 @@ class MessageCounts:
 # merge-join every chunk of the model (`OFFSET 0` keeps it from flattening the subquery).
 _MESSAGE_ROWS_POSTGRESQL = (
     "SELECT t.token_id, m.place - 1, c.entry, NULL::bigint, NULL::bigint "
-    "FROM unnest(%(texts)s::text[]) WITH ORDINALITY AS m(text, place) "
-    f"JOIN {tokens.name} t ON t.model_id = %(model)s AND t.text = m.text "
+    "FROM json_array_elements_text(%(texts)s::json) WITH ORDINALITY AS m(text, place) "
+    f"JOIN LATERAL (SELECT token_id FROM {tokens.name} WHERE model_id = %(model)s "
+    "AND text = m.text OFFSET 0) t ON true "
     "LEFT JOIN LATERAL (SELECT substring(counts FROM (mod(t.token_id, "
     f"{CHUNK_IDS}) * %(width)s + 1)::int FOR %(width)s) AS entry "
     f"FROM {count_chunks.name} WHERE model_id = %(model)s AND chunk = t.token_id / {CHUNK_IDS} "
@@ -745,42 +756,42 @@ def read_message_counts(
     width = entry_width(n_classes) * 8  # bytes
     cursor = conn.connection.cursor()
     try:
+        parameters = {"model": model_id, "texts": json.dumps(distinct), "width": width}
         if conn.dialect.name == "postgresql":
-            parameters: dict[str, Any] = {"model": model_id, "texts": distinct, "width": width}
             cursor.execute(_MESSAGE_ROWS_POSTGRESQL, parameters)
         else:
-            parameters = {"model": model_id, "texts": json.dumps(distinct), "width": width}
             cursor.execute(_MESSAGE_ROWS_SQLITE, parameters)
         rows = cursor.fetchall()
     finally:
         cursor.close()
     # Columns: token id (-1: a class total, -2: a journal row), place of its text (a class
     # total's class index, a journal row's generation), its entry (a journal row's delta),
-    # docs, terms (a class total's).
+    # docs, terms (a class total's). A few hundred rows: a pass per column in C where it can.
+    ids = np.fromiter((row[0] for row in rows), np.int64, len(rows))
     class_docs = np.zeros(n_classes, dtype=np.int64)
     class_terms = np.zeros(n_classes, dtype=np.int64)
-    found: list[tuple[int, int, bytes | None]] = []
     journal: list[tuple[int, bytes]] = []
-    for token_id, place, entry, docs, terms in rows:
-        if token_id >= 0:
-            found.append((token_id, place, None if entry is None else bytes(entry)))
-        elif token_id == -1:
+    for index in np.flatnonzero(ids < 0).tolist():
+        token_id, place, entry, docs, terms = rows[index]
+        if token_id == -1:
             class_docs[place] = docs
             class_terms[place] = terms
         else:
             journal.append((place, bytes(entry)))
-    found.sort()
-    token_ids = np.fromiter((row[0] for row in found), np.int64, len(found))
-    entries = unpack_entries(token_ids, [row[2] for row in found], n_classes)
-    entries = entries.plus(journal_entries(journal, n_classes).among(token_ids))
-    count_token_ids, count_class_indices, count_docs, count_terms = entries.cells(every_class=False)
+    found = np.flatnonzero(ids >= 0)
+    token_rows = rows if found.size == len(rows) else [rows[i] for i in found.tolist()]
+    order = np.argsort(ids[found], kind="stable")
+    token_ids = ids[found][order]
+    places = np.fromiter((row[1] for row in token_rows), np.int64, len(token_rows))[order]
+    docs, terms = entry_counts([row[2] for row in token_rows], n_classes)
+    docs, terms = docs[order], terms[order]
+    journal_entries(journal, n_classes).add_to(token_ids, docs, terms)
     return MessageCounts(
         token_ids=token_ids,
-        token_texts=[distinct[row[1]] for row in found],
-        count_token_ids=count_token_ids,
-        count_class_indices=count_class_indices,
-        count_docs=count_docs,
-        count_terms=count_terms,
+        places=places,
+        token_texts=[distinct[place] for place in places.tolist()],
+        docs=docs,
+        terms=terms,
         class_docs=class_docs,
         class_terms=class_terms,
     )

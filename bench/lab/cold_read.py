@@ -78,11 +78,9 @@ def main(argv: list[str] | None = None) -> None:
                     found = np.arange(counts.token_ids.size, dtype=np.int64)
                     live.table.place(found, counts.token_texts)
                     marks.append(("place", time.perf_counter()))
+                    token_ids, class_indices, docs, terms = counts.cells()
                     live.table.set_counts(
-                        np.searchsorted(counts.token_ids, counts.count_token_ids),
-                        counts.count_class_indices,
-                        counts.count_docs,
-                        counts.count_terms,
+                        np.searchsorted(counts.token_ids, token_ids), class_indices, docs, terms
                     )
                     marks.append(("set_counts", time.perf_counter()))
                 marks.append(("commit", time.perf_counter()))
@@ -90,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
                 if run == PASSES - 1:
                     for step, seconds in times.items():
                         steps[step].append(seconds)
-                    sizes.append((len(message), counts.token_ids.size, counts.count_token_ids.size))
+                    sizes.append((len(message), counts.token_ids.size, token_ids.size))
     finally:
         rt.close()
     medians = {step: statistics.median(seconds) * 1000 for step, seconds in steps.items()}

@@ -17,6 +17,7 @@ from app.store.chunks import CHUNK_IDS
 from app.store.counts import (
     CountChanges,
     CountDelta,
+    MessageCounts,
     add_token_counts,
     delete_tokens,
     insert_tokens,
@@ -38,15 +39,21 @@ def db(database_url: str) -> Iterator[Database]:
     database.dispose()
 
 
-def cells_of(changes: CountChanges) -> Cells:
+def cells_of(changes: CountChanges | MessageCounts) -> Cells:
+    columns = (
+        changes.cells()
+        if isinstance(changes, MessageCounts)
+        else (
+            changes.count_token_ids,
+            changes.count_class_indices,
+            changes.count_docs,
+            changes.count_terms,
+        )
+    )
     return {
         (token_id, class_index): (docs, terms)
         for token_id, class_index, docs, terms in zip(
-            changes.count_token_ids.tolist(),
-            changes.count_class_indices.tolist(),
-            changes.count_docs.tolist(),
-            changes.count_terms.tolist(),
-            strict=True,
+            *(column.tolist() for column in columns), strict=True
         )
     }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -77,15 +78,17 @@ def new_tokens(db: Database, model_id: int, texts: list[str], *, model: str = "d
 
 def count_cells(counts: CountChanges | MessageCounts) -> set[tuple[int, int, int, int]]:
     """The (token id, class index, docs, terms) rows a read brought."""
-    return set(
-        zip(
-            counts.count_token_ids.tolist(),
-            counts.count_class_indices.tolist(),
-            counts.count_docs.tolist(),
-            counts.count_terms.tolist(),
-            strict=True,
+    columns = (
+        counts.cells()
+        if isinstance(counts, MessageCounts)
+        else (
+            counts.count_token_ids,
+            counts.count_class_indices,
+            counts.count_docs,
+            counts.count_terms,
         )
     )
+    return set(zip(*(column.tolist() for column in columns), strict=True))
 
 
 def next_generation(conn: Connection, model_id: int, *, created_at: datetime) -> int:
@@ -195,7 +198,7 @@ def test_a_message_read_brings_its_known_tokens_rows_and_the_class_totals(db: Da
     assert cells == {cell for cell in whole_cells if cell[0] in read.token_ids.tolist()}
     assert read.class_docs.tolist() == [3, 2]
     assert read.class_terms.tolist() == [40, 17]
-    for array in (read.token_ids, read.count_token_ids, read.count_docs, read.class_docs):
+    for array in (read.token_ids, *read.cells(), read.docs, read.class_docs):
         assert array.dtype == np.int64
 
 
@@ -568,7 +571,7 @@ def test_postgresql_reads_a_message_by_probes_whatever_the_statistics(db: Databa
             row[0]
             for row in conn.exec_driver_sql(
                 "EXPLAIN " + counts_module._MESSAGE_ROWS_POSTGRESQL,
-                {"model": model.id, "texts": ["a", "b", "c"], "width": 40},
+                {"model": model.id, "texts": json.dumps(["a", "b", "c"]), "width": 40},
             )
         )
         read = read_message_counts(conn, model.id, ["a", "b", "c"], n_classes=2)
