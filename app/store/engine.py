@@ -362,14 +362,18 @@ def _begin_sqlite_transaction(conn: Connection) -> None:
     options = conn.get_execution_options()
     if options.get("isolation_level") == "AUTOCOMMIT":  # VACUUM, checkpoints: no transaction
         return
-    if "sqlite_busy_ms" in options:  # what is left of the lock budget after the process queue
-        conn.exec_driver_sql(f"PRAGMA busy_timeout = {int(options['sqlite_busy_ms'])}")
+    busy_ms = options.get("sqlite_busy_ms")  # the lock budget left after the process queue
+    if busy_ms is not None and conn.connection.info.get(_BUSY_MS) != busy_ms:
+        # A statement of its own: set only when it changes (a read's budget never does).
+        conn.exec_driver_sql(f"PRAGMA busy_timeout = {int(busy_ms)}")
+        conn.connection.info[_BUSY_MS] = busy_ms
     if options.get("sqlite_begin") == "IMMEDIATE":
         conn.exec_driver_sql(f"PRAGMA cache_size = -{SQLITE_WRITE_CACHE_KIB}")
         conn.connection.info[_WRITE_CACHE] = True
     conn.exec_driver_sql(f"BEGIN {options.get('sqlite_begin', '')}".strip())
 
 
+_BUSY_MS = "spamsift_sqlite_busy_ms"  # the busy timeout the connection has now
 _CACHE_SIZE = "spamsift_sqlite_cache_size"  # the connection's own, read when it was made
 _WRITE_CACHE = "spamsift_sqlite_write_cache"  # set while it has the write transaction's
 

@@ -3,6 +3,7 @@ frees) when it returns to the pool; reads keep the connection's own."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -59,5 +60,30 @@ def test_the_heap_is_trimmed_after_a_write_at_most_every_trim_interval(
         with db.transaction():
             pass
         assert engine._trimmed_at > first
+    finally:
+        db.dispose()
+
+
+def busy_timeout(conn: Connection) -> int:
+    return int(conn.exec_driver_sql("PRAGMA busy_timeout").scalar_one())
+
+
+def test_each_transaction_waits_for_sqlites_lock_as_long_as_its_own_budget_allows(
+    tmp_path: Path,
+) -> None:
+    """The busy timeout is set only when it changes, yet every transaction has its own: a
+    write that queued in the process has less left, and the read after it the whole budget."""
+    db = Database(f"sqlite:///{tmp_path / 'busy.db'}", lock_timeout_seconds=10.0)
+    try:
+        with db.transaction(write=False) as conn:
+            assert busy_timeout(conn) == 10_000
+        with db.transaction(write=False) as conn:
+            assert busy_timeout(conn) == 10_000
+        db._sqlite_writers.acquire()  # another writer of this process holds the queue...
+        threading.Timer(0.5, db._sqlite_writers.release).start()  # ...for half a second
+        with db.transaction() as conn:
+            assert 0 < busy_timeout(conn) <= 9_500
+        with db.transaction(write=False) as conn:
+            assert busy_timeout(conn) == 10_000
     finally:
         db.dispose()
