@@ -9,8 +9,8 @@
 
 # --- build: the spamsift wheel, installed with its dependencies into a virtualenv -------------
 FROM python:3.11-slim AS build
-# A C compiler for the compiled token core (app/text/_core.pyx), in this stage only: the run
-# stage gets the built module, not the tools.
+# A C compiler for the compiled extensions (app/text/_core.pyx, app/bayes/_index.pyx), in this
+# stage only: the run stage gets the built modules, not the tools.
 RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends build-essential \
     && rm -rf /var/lib/apt/lists/*
@@ -18,12 +18,12 @@ WORKDIR /src
 COPY pyproject.toml setup.py README.md ./
 COPY app ./app
 COPY migrations ./migrations
-# The extension is optional to setuptools (a machine without a compiler still installs), so
-# the image checks that it was built: SPAMSIFT_TOKENIZER=compiled would refuse to start.
+# The extensions are optional to setuptools (a machine without a compiler still installs), so
+# the image checks that they were built: SPAMSIFT_TOKENIZER=compiled would refuse to start.
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
     && python -m venv --without-pip /opt/spamsift \
     && pip --python /opt/spamsift/bin/python install --no-cache-dir /wheels/spamsift-*.whl \
-    && (cd / && /opt/spamsift/bin/python -c "import app.text._core") \
+    && (cd / && /opt/spamsift/bin/python -c "import app.text._core, app.bayes._index") \
     && find /opt/spamsift -depth -type d -name tests -path '*/site-packages/*' -exec rm -rf {} +
 # (numpy's and scipy's own test suites are ~50 MB that nothing imports at run time.)
 

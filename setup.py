@@ -1,9 +1,10 @@
-"""The optional compiled token core (app/text/_core.pyx); everything else is in pyproject.toml.
+"""The optional compiled extensions: the token core (app/text/_core.pyx) and the token index's
+lookup by hash (app/bayes/_index.pyx); everything else is in pyproject.toml.
 
 Cython translates the .pyx at build time (it is in [build-system].requires, a pure-Python
 wheel), so no generated C is kept in the repository. `optional`: without a C compiler the
-build of the extension fails, setuptools says so and installs the rest, and spamsift runs its
-pure-Python tokenizer, which gives the same tokens.
+build of an extension fails, setuptools says so and installs the rest, and spamsift runs its
+pure-Python tokenizer and numpy's binary search, which give the same tokens and the same ids.
 """
 
 from setuptools import Extension, setup
@@ -29,7 +30,10 @@ except ImportError:  # built without build isolation and without Cython: Python 
     extensions = []
 else:
     extensions = cythonize(
-        [Extension("app.text._core", ["app/text/_core.pyx"])],
+        [
+            Extension("app.text._core", ["app/text/_core.pyx"]),
+            Extension("app.bayes._index", ["app/bayes/_index.pyx"]),
+        ],
         compiler_directives={"language_level": "3"},
     )
     for extension in extensions:

@@ -6,11 +6,13 @@ server's RSS. `TokenIndex` keeps the same mapping in about 40 bytes a token:
 
 - the texts, UTF-8, in one growing byte buffer, with each id's start and length;
 - for text -> id, the 64-bit `hash()` of every text in one sorted array with the ids beside it,
-  searched with `np.searchsorted`; tokens added a few at a time since the last merge wait in
-  a second, small sorted array (searched the same way, so a model just trained is looked up
-  as fast as a merged one: a dict of them, probed per token, cost 5 % of classifying), and
-  are merged in bulk once it holds 1/64 of the large array's count (a copy of the large array
-  per so many tokens: amortised O(1));
+  searched with `np.searchsorted`, or, where the compiled lookup is built
+  (app/bayes/_index.pyx), through buckets of it by the hashes' top bits (about a byte a token:
+  one or two cache misses a hash instead of a binary search's ~20); tokens added a few at a
+  time since the last merge wait in a second, small sorted array (searched with
+  `np.searchsorted`, so a model just trained is looked up as fast as a merged one: a dict of
+  them, probed per token, cost 5 % of classifying), and are merged in bulk once it holds 1/64
+  of the large array's count (a copy of the large array per so many tokens: amortised O(1));
 - texts whose hash another indexed text already has (checked exactly when they are added)
   in a dict of their own, looked at before the sorted array.
 
@@ -34,6 +36,7 @@ found by its hash with the index's, so a new token is never counted under anothe
 from __future__ import annotations
 
 import heapq
+import importlib
 from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from itertools import repeat
@@ -57,6 +60,24 @@ _MIN_CAPACITY = 64
 # 126k needles: 35 -> 8 ms.
 _SORT_NEEDLES = 64
 _MIN_MERGE = 4096  # tokens waiting in the dict before a merge is worth an array copy
+# The large sorted array is looked up through buckets of about this many hashes (4 bytes a
+# bucket) when it holds at least _MIN_BUCKETED and the compiled lookup is built.
+_PER_BUCKET = 4
+_MIN_BUCKETED = 1024
+
+
+def _compiled_bucket_ids() -> Callable[..., IntArray] | None:
+    """The compiled lookup through buckets, None where it was not built (no C compiler):
+    numpy's binary search then gives the same ids."""
+    try:
+        module = importlib.import_module("app.bayes._index")
+    except ImportError:
+        return None
+    bucket_ids: Callable[..., IntArray] = module.bucket_ids
+    return bucket_ids
+
+
+_bucket_ids = _compiled_bucket_ids()
 
 
 def grown_capacity(capacity: int, needed: int) -> int:
@@ -89,6 +110,7 @@ class TokenIndex(Sequence[str]):
         )
         self._hashes: IntArray = np.zeros(0, dtype=np.int64)  # ascending
         self._hash_ids: NDArray[np.signedinteger[Any]] = np.zeros(0, dtype=np.int32)
+        self._buckets: _Buckets | None = None  # of `_hashes`, made at its first lookup
         # Added a few at a time since the last merge; no hash is in both levels.
         self._recent_hashes: IntArray = np.zeros(0, dtype=np.int64)  # ascending
         self._recent_ids: NDArray[np.signedinteger[Any]] = np.zeros(0, dtype=np.int64)
@@ -172,7 +194,13 @@ class TokenIndex(Sequence[str]):
             self._recent_ids,
             self._collided_hashes,
         )
-        return len(self._blob) + sum(array.nbytes for array in arrays)
+        return len(self._blob) + sum(array.nbytes for array in arrays) + self._buckets_nbytes()
+
+    def _buckets_nbytes(self) -> int:
+        """The bytes of the large array's buckets, made or about to be (at the first lookup)."""
+        if _bucket_ids is None or self._hashes.size < _MIN_BUCKETED:
+            return 0
+        return _Buckets.size_for(self._hashes.size)
 
     # ----------------------------------------------------------------- lookups
 
@@ -257,11 +285,24 @@ class TokenIndex(Sequence[str]):
 
     def _by_hash(self, hashes: IntArray) -> IntArray:
         """The ids the sorted arrays give `hashes` (-1: none), the collided texts aside."""
-        ids = np.full(hashes.size, -1, dtype=np.int64)
-        if self._hashes.size:
-            positions = _positions(self._hashes, hashes)
-            found = np.flatnonzero(self._hashes[positions] == hashes)
-            ids[found] = self._hash_ids[positions[found]]
+        large = self._hashes
+        if _bucket_ids is not None and large.size >= _MIN_BUCKETED:
+            buckets = self._buckets
+            if buckets is None or buckets.of is not large:  # made anew after each change
+                buckets = self._buckets = _Buckets.of_hashes(large)
+            ids = _bucket_ids(
+                large,
+                self._hash_ids,
+                buckets.starts,
+                buckets.shift,
+                np.ascontiguousarray(hashes, dtype=np.int64),
+            )
+        else:
+            ids = np.full(hashes.size, -1, dtype=np.int64)
+            if large.size:
+                positions = _positions(large, hashes)
+                found = np.flatnonzero(large[positions] == hashes)
+                ids[found] = self._hash_ids[positions[found]]
         if self._recent_hashes.size:
             # No hash is in both arrays: only the tokens the large one lacks are looked for.
             missing = np.flatnonzero(ids < 0)
@@ -528,6 +569,38 @@ class TokenIndex(Sequence[str]):
 def _hashed_words(words: frozenset[str]) -> HashedTexts:
     texts = sorted(words)
     return HashedTexts.from_strings(texts, token_hashes(texts))
+
+
+class _Buckets:
+    """Where each bucket of a sorted hash array starts: a bucket holds the hashes whose top
+    bits (the sign bit flipped, so that buckets ascend as the signed hashes do) are its
+    number; about _PER_BUCKET of them, since the hashes are keyed SipHash (app.token_hash),
+    spread evenly whatever tokens a sender chooses."""
+
+    def __init__(self, of: IntArray, starts: NDArray[np.int32], shift: int) -> None:
+        self.of = of  # the sorted array indexed (its identity says the buckets are current)
+        self.starts = starts  # one more than the buckets: the last is the array's end
+        self.shift = shift  # 64 less the bits that number a bucket
+
+    @staticmethod
+    def bits_for(size: int) -> int:
+        """The bits that number the buckets of `size` hashes."""
+        return max(1, (size // _PER_BUCKET).bit_length() - 1)
+
+    @classmethod
+    def size_for(cls, size: int) -> int:
+        """The bytes of the buckets of `size` hashes."""
+        return ((1 << cls.bits_for(size)) + 1) * np.dtype(np.int32).itemsize
+
+    @classmethod
+    def of_hashes(cls, sorted_hashes: IntArray) -> _Buckets:
+        bits = cls.bits_for(sorted_hashes.size)
+        shift = 64 - bits
+        flipped = sorted_hashes.view(np.uint64) ^ np.uint64(1 << 63)
+        numbers = (flipped >> np.uint64(shift)).astype(np.intp)
+        starts = np.zeros((1 << bits) + 1, dtype=np.int32)
+        np.cumsum(np.bincount(numbers, minlength=1 << bits), out=starts[1:])
+        return cls(sorted_hashes, starts, shift)
 
 
 def _positions(sorted_hashes: IntArray, hashes: IntArray) -> IntArray:

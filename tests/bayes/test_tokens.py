@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from app.bayes import tokens as tokens_module
 from app.bayes.tokens import TokenIndex, token_hashes
 from app.token_texts import EncodedTexts, HashedTexts
 
@@ -190,6 +191,61 @@ def test_a_lookup_by_hash_in_a_large_index_finds_the_same_ids_sorted_first_or_no
     found = index.lookup_hashes(token_hashes(probe), no_texts)
 
     assert found.tolist() == [reference.get(text, -1) for text in probe]
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["buckets", "binary search"])
+def test_a_large_index_finds_the_same_ids_through_buckets_or_a_binary_search(
+    monkeypatch: pytest.MonkeyPatch, compiled: bool
+) -> None:
+    """The compiled lookup through buckets and numpy's binary search (what runs without a C
+    compiler) give a large index the same ids, after merges too (new buckets each time)."""
+    if compiled and tokens_module._bucket_ids is None:
+        pytest.skip("the compiled lookup (app/bayes/_index.pyx) is not built here")
+    if not compiled:
+        monkeypatch.setattr(tokens_module, "_bucket_ids", None)
+    texts = [f"token{i}" for i in range(30_000)]
+    index = TokenIndex.from_texts(texts)
+    reference = {text: i for i, text in enumerate(texts)}
+    rng = np.random.default_rng(7)
+    for round_ in range(3):
+        late = [f"late{round_}-{i}" for i in range(5_000)]  # past 1/64: merged into the large
+        index.intern(late)
+        reference.update((text, len(reference)) for text in late)
+        candidates = [*reference, *(f"unknown{i}" for i in range(5000))]
+        probe = [candidates[i] for i in rng.integers(0, len(candidates), 3000).tolist()]
+        found = index.lookup_hashes(token_hashes(probe), no_texts)
+        assert found.tolist() == [reference.get(text, -1) for text in probe]
+    assert (index._buckets is not None) is compiled
+
+
+@pytest.mark.skipif(
+    tokens_module._bucket_ids is None,
+    reason="the compiled lookup (app/bayes/_index.pyx) is not built here",
+)
+@settings(max_examples=300, deadline=None)
+@given(
+    hashes=st.sets(st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=3000),
+    needles=st.lists(st.integers(-(2**63), 2**63 - 1), max_size=200),
+    extremes=st.booleans(),
+    wide_ids=st.booleans(),
+)
+def test_the_compiled_bucket_lookup_finds_what_a_binary_search_finds(
+    hashes: set[int], needles: list[int], extremes: bool, wide_ids: bool
+) -> None:
+    """Any sorted hashes (the extremes of int64 too, which the sign bit's flip must keep in
+    order), any needles: hashes present, absent, before the first and after the last; ids
+    of either width an index keeps."""
+    if extremes:
+        hashes |= {-(2**63), 2**63 - 1}
+    sorted_hashes = np.array(sorted(hashes), dtype=np.int64)
+    ids = np.random.default_rng(len(hashes)).permutation(sorted_hashes.size)
+    ids = ids.astype(np.int64 if wide_ids else np.int32)
+    probe = np.array([*needles, *sorted_hashes[:: max(1, len(hashes) // 50)]], dtype=np.int64)
+    buckets = tokens_module._Buckets.of_hashes(sorted_hashes)
+    found = tokens_module._bucket_ids(sorted_hashes, ids, buckets.starts, buckets.shift, probe)
+    positions = np.minimum(np.searchsorted(sorted_hashes, probe), sorted_hashes.size - 1)
+    expected = np.where(sorted_hashes[positions] == probe, ids[positions], -1)
+    assert found.tolist() == expected.tolist()
 
 
 def test_a_lookup_by_hash_asks_for_the_texts_of_collided_hashes_only() -> None:
