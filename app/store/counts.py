@@ -688,7 +688,6 @@ class MessageCounts:
     """A model's rows for some token texts only: what scoring one message needs."""
 
     token_ids: IntArray  # ascending: the texts found
-    places: IntArray  # of each, the place of its text in the texts asked for (repeats dropped)
     token_texts: list[str]  # in the order of token_ids
     docs: IntArray  # (tokens, classes), zeros where a token holds no count
     terms: IntArray  # (tokens, classes)
@@ -788,7 +787,6 @@ def read_message_counts(
     journal_entries(journal, n_classes).add_to(token_ids, docs, terms)
     return MessageCounts(
         token_ids=token_ids,
-        places=places,
         token_texts=[distinct[place] for place in places.tolist()],
         docs=docs,
         terms=terms,
