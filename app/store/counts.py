@@ -73,6 +73,11 @@ class CountChanges:
     class_docs: IntArray
     class_terms: IntArray
 
+    def cells(self) -> tuple[IntArray, IntArray, IntArray, IntArray]:
+        """(token ids, class indices, docs, terms) of the (token, class) cells changed, as
+        `MessageCounts.cells` gives a message's."""
+        return self.count_token_ids, self.count_class_indices, self.count_docs, self.count_terms
+
 
 # New tokens go to the driver as plain SQL: SQLAlchemy's per-row parameter processing cost
 # more than the database's work. PostgreSQL gets them by COPY straight into their table (they

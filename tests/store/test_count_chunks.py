@@ -40,20 +40,10 @@ def db(database_url: str) -> Iterator[Database]:
 
 
 def cells_of(changes: CountChanges | MessageCounts) -> Cells:
-    columns = (
-        changes.cells()
-        if isinstance(changes, MessageCounts)
-        else (
-            changes.count_token_ids,
-            changes.count_class_indices,
-            changes.count_docs,
-            changes.count_terms,
-        )
-    )
     return {
         (token_id, class_index): (docs, terms)
         for token_id, class_index, docs, terms in zip(
-            *(column.tolist() for column in columns), strict=True
+            *(column.tolist() for column in changes.cells()), strict=True
         )
     }
 

@@ -78,17 +78,7 @@ def new_tokens(db: Database, model_id: int, texts: list[str], *, model: str = "d
 
 def count_cells(counts: CountChanges | MessageCounts) -> set[tuple[int, int, int, int]]:
     """The (token id, class index, docs, terms) rows a read brought."""
-    columns = (
-        counts.cells()
-        if isinstance(counts, MessageCounts)
-        else (
-            counts.count_token_ids,
-            counts.count_class_indices,
-            counts.count_docs,
-            counts.count_terms,
-        )
-    )
-    return set(zip(*(column.tolist() for column in columns), strict=True))
+    return set(zip(*(column.tolist() for column in counts.cells()), strict=True))
 
 
 def next_generation(conn: Connection, model_id: int, *, created_at: datetime) -> int:
